@@ -1,0 +1,344 @@
+"""The MCP face of the Catalog: every skill a tool, its files resources, instructions prompts.
+
+`OrchestratorServer` is an `MCPServer` (so `mcp dev` / `mcp run` accept it) whose tools,
+resources and prompts are not registered one by one but read from the Catalog on each list
+request, with the explicit JSON Schemas of skill.yaml instead of inferred ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import (
+    CallToolResult,
+    GetPromptResult,
+    NotificationParams,
+    PromptMessage,
+    Resource as MCPResource,
+    ResourceTemplate as MCPResourceTemplate,
+    TextContent,
+    Tool as MCPTool,
+    ToolAnnotations,
+)
+from mcp_types import Prompt as MCPPrompt, PromptArgument as MCPPromptArgument
+
+from skills import (
+    BUILTIN_SKILLS_DIR,
+    Catalog,
+    FolderSource,
+    Home,
+    Skill,
+    SkillContext,
+    SkillProvider,
+    SkillsError,
+)
+from skills._schema import check_arguments
+
+from . import __version__
+from ._resources import read_skill_file
+from ._results import error_result, to_result
+
+__all__ = ["OrchestratorServer", "create_server"]
+
+log = logging.getLogger("mcp_server")
+
+INSTRUCTIONS = (
+    "Every tool of this server is a skill (an Agent Skills folder), a pipeline, or a tool imported "
+    "from another MCP server. Tools whose description starts with 'Instructions:' return guidance to "
+    "follow, with bundled reference files readable as resources skill://<name>/<path>."
+)
+
+
+class OrchestratorServer(MCPServer):
+    """An MCP server that publishes a Catalog."""
+
+    def __init__(self, catalog: Catalog, *, home: Home | None = None, watch: bool = False) -> None:
+        super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+        self.catalog = catalog
+        self.home = home
+        self.watch = watch
+        self._tool_cache: tuple[int, list[MCPTool]] | None = None
+        self._legacy_sessions: list[Any] = []
+        catalog.subscribe(self._on_catalog_change)
+        low = self._lowlevel_server
+        # Handshake-era clients only learn that tools/list can change when initialize says so;
+        # the HTTP session manager asks `create_initialization_options()` with no arguments.
+        create = low.create_initialization_options
+        changes = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
+        low.create_initialization_options = (  # type: ignore[method-assign]
+            lambda notification_options=None, *a, **k: create(notification_options or changes, *a, **k)
+        )
+        low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
+
+    # -- tools -----------------------------------------------------------------------------
+    async def list_tools(self) -> list[MCPTool]:
+        cached = self._tool_cache
+        if cached is not None and cached[0] == self.catalog.version:
+            return cached[1]
+        tools = [_tool_of(skill) for skill in self.catalog]
+        self._tool_cache = (self.catalog.version, tools)
+        return tools
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        skill = self.catalog.find(name)
+        return None if skill is None else skill.input_schema
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult:
+        skill = self.catalog.find(name)
+        if skill is None:
+            raise ToolError(str(self.catalog.unknown(name)))
+        try:
+            check_arguments(name, skill.input_schema, arguments)
+        except SkillsError as exc:
+            return error_result(exc)
+        ctx = self.skill_context(skill, context)
+        try:
+            value = await skill.run(arguments, ctx)
+        except SkillsError as exc:
+            log.info("tool %s failed: %s", name, exc)
+            return error_result(exc)
+        return to_result(skill, value)
+
+    def skill_context(self, skill: Skill, context: Context[Any, Any] | None) -> SkillContext:
+        """The `ctx` a skill gets: progress and logs go to the calling client."""
+        run_id = uuid.uuid4().hex[:12]
+        runs = self.home.runs_dir if self.home is not None else None
+        ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
+        if context is not None and context.request_context is not None:
+            ctx.progress_fn = context.report_progress
+            ctx.log_fn = _client_logger(context, skill.name)
+        return ctx
+
+    # -- resources ---------------------------------------------------------------------------
+    async def list_resources(self) -> list[MCPResource]:
+        return [
+            MCPResource(
+                uri=f"skill://{skill.name}/SKILL.md",
+                name=f"{skill.name}/SKILL.md",
+                title=f"{skill.title or skill.name}: SKILL.md",
+                description=skill.description,
+                mime_type="text/markdown",
+            )
+            for skill in self.catalog
+            if skill.root is not None
+        ]
+
+    async def list_resource_templates(self) -> list[MCPResourceTemplate]:
+        return [
+            MCPResourceTemplate(
+                uri_template="skill://{name}/{path}",
+                name="skill-file",
+                title="A file bundled with a skill",
+                description="SKILL.md or any bundled file (references/, scripts/, assets/) of a skill.",
+            )
+        ]
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Iterable[ReadResourceContents]:
+        text = str(uri)
+        if not text.startswith("skill://"):
+            raise ResourceNotFoundError(f"unknown resource {text}: this server serves skill://<name>/<path>")
+        name, _, rel = text[len("skill://") :].partition("/")
+        skill = self.catalog.find(name)
+        if skill is None or skill.root is None:
+            raise ResourceNotFoundError(f"no skill named '{name}' with files (from {text})")
+        content, mime = read_skill_file(skill.root, rel or "SKILL.md")
+        return [ReadResourceContents(content=content, mime_type=mime)]
+
+    # -- prompts -----------------------------------------------------------------------------
+    async def list_prompts(self) -> list[MCPPrompt]:
+        return [
+            MCPPrompt(
+                name=skill.name,
+                title=skill.title,
+                description=skill.description,
+                arguments=[MCPPromptArgument(name="task", description="What to do with these instructions",
+                                             required=False)],
+            )
+            for skill in self.catalog
+            if skill.kind == "instructions"
+        ]
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult:
+        skill = self.catalog.find(name)
+        if skill is None or skill.kind != "instructions":
+            raise ValueError(f"no instructions prompt named '{name}'")
+        task = (arguments or {}).get("task")
+        text = skill.body()
+        files = skill.files()
+        if len(files) > 1:
+            text += "\n\nBundled files (read them as resources): " + ", ".join(
+                f"skill://{skill.name}/{f}" for f in files if f != "SKILL.md"
+            )
+        if task:
+            text += f"\n\nTask: {task}"
+        return GetPromptResult(
+            description=skill.description,
+            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
+        )
+
+    # -- change notifications ----------------------------------------------------------------
+    async def _on_initialized(self, ctx: Any, params: Any) -> None:
+        self._legacy_sessions.append(ctx.session)
+
+    async def _on_catalog_change(self, catalog: Catalog) -> None:
+        self._tool_cache = None
+        await self.broadcast_list_changed()
+
+    async def broadcast_list_changed(self) -> None:
+        """Tell every connected client that tools, prompts and resources changed (both eras)."""
+        for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
+            await self._subscriptions.publish(event)
+        alive = []
+        for session in self._legacy_sessions:
+            try:
+                await session.send_tool_list_changed()
+                await session.send_prompt_list_changed()
+                await session.send_resource_list_changed()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+                log.debug("dropping a closed session: %r", exc)
+                continue
+            except Exception as exc:  # a peer gone in a way the transport names differently
+                log.debug("dropping a session that failed to take a notification: %r", exc)
+                continue
+            alive.append(session)
+        self._legacy_sessions = alive
+
+    # -- live reload ---------------------------------------------------------------------------
+    async def reload(self) -> bool:
+        """Re-read every source now; True if the published set changed."""
+        if self.home is not None:
+            await self.catalog.set_enabled(self.home.enabled_overrides())
+        return await self.catalog.refresh()
+
+    @asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """Watch the skill folders while inside; changes update the Catalog and notify clients."""
+        if not self.watch:
+            yield
+            return
+        async with anyio.create_task_group() as tg:
+            ready = anyio.Event()
+            tg.start_soon(self._watch_loop, ready)
+            await ready.wait()
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _watch_loop(self, ready: anyio.Event) -> None:
+        from watchfiles import awatch
+
+        by_path: dict[Path, SkillProvider] = {}
+        for provider in self.catalog.providers:
+            for path in provider.watch_paths():
+                by_path[path.resolve()] = provider
+        registry = self.home.registry_file.resolve() if self.home is not None else None
+        if not by_path:
+            ready.set()
+            return
+        watcher = awatch(*by_path, debounce=100, step=20, yield_on_timeout=False, rust_timeout=0)
+        ready.set()
+        async for changes in watcher:
+            touched: list[SkillProvider] = []
+            registry_changed = False
+            for _, changed in changes:
+                path = Path(changed)
+                if registry is not None and path == registry:
+                    registry_changed = True
+                    continue
+                for root, provider in by_path.items():
+                    if path.is_relative_to(root) and provider not in touched:
+                        touched.append(provider)
+            try:
+                if registry_changed and self.home is not None:
+                    await self.catalog.set_enabled(self.home.enabled_overrides())
+                if touched:
+                    await self.catalog.refresh(touched)
+                    if self.home is not None:
+                        self.home.record(self.catalog)
+            except OSError as exc:  # a folder vanished mid-scan: the next event rescans
+                log.warning("reload failed: %s", exc)
+
+    # -- running -------------------------------------------------------------------------------
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio (also what `mcp run` / `mcp dev` call), with live reload."""
+        from mcp.server.stdio import stdio_server
+
+        async with self.watching(), stdio_server() as (read_stream, write_stream):
+            low = self._lowlevel_server
+            await low.run(read_stream, write_stream, low.create_initialization_options())
+
+
+def _tool_of(skill: Skill) -> MCPTool:
+    description = skill.description
+    if skill.kind == "instructions":
+        description = f"Instructions: {description}"
+    annotations = skill.annotations
+    return MCPTool(
+        name=skill.name,
+        title=skill.title,
+        description=description,
+        input_schema=skill.input_schema,
+        output_schema=skill.output_schema,
+        annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
+    )
+
+
+def _client_logger(context: Context[Any, Any], skill: str):  # noqa: ANN202 - a LogFn
+    session = context.request_context.session
+    request_id = context.request_context.request_id
+
+    async def send(level: str, message: str) -> None:
+        getattr(log, level if level != "warning" else "warning")("%s: %s", skill, message)
+        # Logging is deprecated in 2026-07-28 but it is how handshake-era clients (Claude Desktop,
+        # the Inspector) show a tool's activity; the SDK drops it where the client did not opt in.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            pending = session.send_log_message(level, message, logger=skill, related_request_id=request_id)
+        await pending
+
+    return send
+
+
+def create_server(
+    *,
+    home: str | Path | Home | None = None,
+    skill_dirs: Sequence[str | Path] = (),
+    watch: bool = False,
+    builtin: bool = True,
+) -> OrchestratorServer:
+    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins)."""
+    home = home if isinstance(home, Home) else Home.resolve(home)
+    home.ensure()
+    providers: list[SkillProvider] = []
+    if builtin:
+        providers.append(FolderSource(BUILTIN_SKILLS_DIR, "builtin"))
+    providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})"))
+    for extra in skill_dirs:
+        path = Path(extra).expanduser().resolve()
+        if not path.is_dir():
+            log.error("--skills %s is not a directory; skipped", path)
+            continue
+        providers.append(FolderSource(path, "user", label=str(path)))
+    catalog = Catalog(providers, enabled=home.enabled_overrides())
+    home.record(catalog)
+    for problem in catalog.problems():
+        log.error("not published: %s", problem.error)
+    return OrchestratorServer(catalog, home=home, watch=watch)

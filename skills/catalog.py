@@ -1,0 +1,238 @@
+"""The Catalog: one place that holds every skill from every source.
+
+Sources are ordered by priority (built-in < home < each `--skills DIR` < pipelines and imported
+tools as later issues add them); a skill of the same name from a later source overrides the
+earlier one, with a log line. The server only ever asks the Catalog.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .base import Skill, SkillSource
+from .errors import DefinitionError, Problem, UnknownSkillError
+from .folder import FolderSkill, load_folder
+
+__all__ = ["Catalog", "FolderSource", "LoadProblem", "RESERVED_NAMES", "SkillProvider", "TOOL_NAME"]
+
+log = logging.getLogger("skills.catalog")
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+RESERVED_NAMES = frozenset({"validate_pipeline", "register_pipeline", "create_skill", "plan_and_run"})
+"""Meta tools of the server; no skill, pipeline or upstream tool may take these names."""
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    """A skill (or folder) that could not be published, and why."""
+
+    source: str
+    path: Path
+    error: DefinitionError
+
+    @property
+    def problems(self) -> list[Problem]:
+        return self.error.problems
+
+
+class SkillProvider(Protocol):
+    """A source of skills. `refresh()` re-reads it and says whether anything changed."""
+
+    label: str
+    """Shown in logs and `skills list` (e.g. 'builtin', 'home', a folder path)."""
+
+    def skills(self) -> list[Skill]: ...
+
+    def problems(self) -> list[LoadProblem]: ...
+
+    def refresh(self) -> bool: ...
+
+    def watch_paths(self) -> list[Path]:
+        """Folders whose changes should trigger `refresh()` (live reload)."""
+        ...
+
+
+class FolderSource:
+    """Every skill folder directly under one root directory."""
+
+    def __init__(self, root: Path, source: SkillSource, label: str | None = None) -> None:
+        self.root = root
+        self.source: SkillSource = source
+        self.label = label or source
+        self._skills: dict[Path, FolderSkill] = {}
+        self._problems: list[LoadProblem] = []
+        self._loaded = False
+
+    def skills(self) -> list[Skill]:
+        if not self._loaded:
+            self.refresh()
+        return list(self._skills.values())
+
+    def problems(self) -> list[LoadProblem]:
+        if not self._loaded:
+            self.refresh()
+        return list(self._problems)
+
+    def watch_paths(self) -> list[Path]:
+        return [self.root] if self.root.is_dir() else []
+
+    def refresh(self) -> bool:
+        """Re-scan the root; unchanged folders keep their loaded skill object."""
+        self._loaded = True
+        old_skills, old_problems = self._skills, self._problems
+        skills: dict[Path, FolderSkill] = {}
+        problems: list[LoadProblem] = []
+        try:
+            entries = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        for folder in entries:
+            if not (folder / "SKILL.md").is_file():
+                if (folder / "skill.yaml").is_file():
+                    err = DefinitionError(folder, [Problem(folder / "SKILL.md", "SKILL.md is missing",
+                                                           hint="every skill folder needs a SKILL.md")])
+                    problems.append(LoadProblem(self.label, folder, err))
+                continue
+            previous = old_skills.get(folder)
+            if previous is not None and previous.unchanged():
+                skills[folder] = previous
+                continue
+            try:
+                skills[folder] = load_folder(folder, self.source)
+            except DefinitionError as exc:
+                log.error("skill folder %s not loaded: %s", folder, exc)
+                problems.append(LoadProblem(self.label, folder, exc))
+        self._skills, self._problems = skills, problems
+        changed = [id(s) for s in skills.values()] != [id(s) for s in old_skills.values()]
+        return changed or [p.error.message for p in problems] != [p.error.message for p in old_problems]
+
+
+Listener = Callable[["Catalog"], Awaitable[None]]
+
+
+class Catalog:
+    """Every skill the server publishes, merged from its providers by priority."""
+
+    def __init__(
+        self, providers: list[SkillProvider] | None = None, *, enabled: dict[str, bool] | None = None
+    ) -> None:
+        self._providers: list[SkillProvider] = list(providers or [])
+        self._enabled = dict(enabled or {})
+        self._skills: dict[str, Skill] = {}
+        self._hidden: dict[str, Skill] = {}
+        self._conflicts: list[LoadProblem] = []
+        self._listeners: list[Listener] = []
+        self.version = 0
+        self._merge()
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, name: str) -> Skill:
+        """The skill called `name`; `UnknownSkillError` with a suggestion otherwise."""
+        skill = self._skills.get(name)
+        if skill is None:
+            raise self.unknown(name)
+        return skill
+
+    def unknown(self, name: str) -> UnknownSkillError:
+        close = difflib.get_close_matches(name, self._skills, n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else "list the tools to see what exists"
+        if name in self._hidden:
+            hint = f"'{name}' is disabled; enable it in skills/registry.yaml (enabled: true)"
+        return UnknownSkillError(f"no skill or tool named '{name}'", hint=hint)
+
+    def find(self, name: str) -> Skill | None:
+        return self._skills.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._skills
+
+    def __iter__(self) -> Iterator[Skill]:
+        return iter(self._skills.values())
+
+    def __len__(self) -> int:
+        return len(self._skills)
+
+    def names(self) -> list[str]:
+        return list(self._skills)
+
+    def disabled(self) -> list[Skill]:
+        """Skills that loaded but are switched off (registry or `enabled: false`)."""
+        return list(self._hidden.values())
+
+    def problems(self) -> list[LoadProblem]:
+        """Every folder or skill that could not be published, with its reasons."""
+        out = [p for provider in self._providers for p in provider.problems()]
+        return out + self._conflicts
+
+    @property
+    def providers(self) -> list[SkillProvider]:
+        return list(self._providers)
+
+    # -- changing --------------------------------------------------------------------------
+    def add_provider(self, provider: SkillProvider) -> None:
+        """Add a source with a higher priority than every existing one."""
+        self._providers.append(provider)
+        self._merge()
+
+    async def set_enabled(self, enabled: dict[str, bool]) -> None:
+        """Apply the registry's `enabled:` switches (they beat a skill's own default)."""
+        before = {n: id(s) for n, s in self._skills.items()}
+        self._enabled = dict(enabled)
+        self._merge()
+        if before != {n: id(s) for n, s in self._skills.items()}:
+            await self.notify()
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener` after every change of the published set; returns an unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    async def refresh(self, providers: list[SkillProvider] | None = None) -> bool:
+        """Re-read the given providers (all by default); notify listeners if anything changed."""
+        changed = False
+        for provider in providers or self._providers:
+            changed = provider.refresh() or changed
+        if changed:
+            before = {n: id(s) for n, s in self._skills.items()}
+            self._merge()
+            after = {n: id(s) for n, s in self._skills.items()}
+            if before != after:
+                await self.notify()
+        return changed
+
+    async def notify(self) -> None:
+        """Tell every listener that the published set changed."""
+        self.version += 1
+        for listener in list(self._listeners):
+            await listener(self)
+
+    def _merge(self) -> None:
+        merged: dict[str, Skill] = {}
+        origin: dict[str, str] = {}
+        conflicts: list[LoadProblem] = []
+        for provider in self._providers:
+            for skill in provider.skills():
+                name = skill.name
+                if name in RESERVED_NAMES or not TOOL_NAME.match(name):
+                    why = "is the name of a meta tool" if name in RESERVED_NAMES else "is not a valid tool name"
+                    root = skill.root or Path(name)
+                    problem = Problem(root, f"'{name}' {why}", field="name", hint="rename the skill")
+                    conflicts.append(LoadProblem(provider.label, root, DefinitionError(root, [problem])))
+                    continue
+                if name in merged:
+                    log.info("skill '%s' from %s overrides the one from %s", name, provider.label, origin[name])
+                merged[name] = skill
+                origin[name] = provider.label
+        hidden = {}
+        for name in list(merged):
+            skill = merged[name]
+            if not self._enabled.get(name, getattr(skill, "enabled", True)):
+                hidden[name] = merged.pop(name)
+        self._skills, self._hidden, self._conflicts = merged, hidden, conflicts
+        self.version += 1
