@@ -233,16 +233,19 @@ class OrchestratorServer(MCPServer):
         if not self.watch:
             yield
             return
+        stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             ready = anyio.Event()
-            tg.start_soon(self._watch_loop, ready)
+            tg.start_soon(self._watch_loop, ready, stop)
             await ready.wait()
             try:
                 yield
             finally:
-                tg.cancel_scope.cancel()
+                # Setting the event (not cancelling) lets the watcher thread return within one
+                # `step`; a cancel would wait for the thread's own timeout.
+                stop.set()
 
-    async def _watch_loop(self, ready: anyio.Event) -> None:
+    async def _watch_loop(self, ready: anyio.Event, stop: anyio.Event) -> None:
         from watchfiles import awatch
 
         by_path: dict[Path, SkillProvider] = {}
@@ -253,7 +256,7 @@ class OrchestratorServer(MCPServer):
         if not by_path:
             ready.set()
             return
-        watcher = awatch(*by_path, debounce=100, step=20, yield_on_timeout=False, rust_timeout=0)
+        watcher = awatch(*by_path, debounce=100, step=20, stop_event=stop)
         ready.set()
         async for changes in watcher:
             touched: list[SkillProvider] = []
