@@ -1,0 +1,123 @@
+"""list-files: glob under a directory, pruning excluded folders while walking."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from pathlib import Path, PurePosixPath
+
+from skills.errors import SkillRunError
+
+DEFAULT_EXCLUDE = ("__pycache__", "node_modules", "*.pyc")
+
+
+def _segment_regex(segment: str) -> str:
+    """Translate one glob segment (no '/') to a regex; `*`/`?` never cross a '/'."""
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if end == -1:
+                out.append(re.escape(char))
+            else:
+                body = segment[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                body = body.replace("\\", "\\\\")
+                out.append(f"(?!/)[{body}]")
+                i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def glob_regex(pattern: str) -> tuple[re.Pattern[str], int | None]:
+    """Compile a glob to a regex over relative POSIX paths, plus the maximum folder depth
+    it can match (None when it contains `**`)."""
+    parts = [p for p in pattern.split("/") if p not in ("", ".")]
+    if not parts:
+        parts = ["**", "*"]
+    regex = ""
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if part == "**":
+            regex += ".+" if last else "(?:[^/]+/)*"
+        else:
+            regex += _segment_regex(part) + ("" if last else "/")
+    depth = None if "**" in parts else len(parts) - 1
+    return re.compile(regex), depth
+
+
+def _check_pattern(pattern: str) -> None:
+    if pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
+        raise SkillRunError(
+            f"pattern {pattern!r} is absolute",
+            hint="give the folder as `directory` and a relative pattern such as '**/*.py'",
+        )
+    if ".." in PurePosixPath(pattern.replace("\\", "/")).parts:
+        raise SkillRunError(
+            f"pattern {pattern!r} contains '..'",
+            hint="patterns stay inside `directory`; point `directory` at the parent folder instead",
+        )
+
+
+def list_files(
+    directory: str,
+    pattern: str = "**/*",
+    files_only: bool = True,
+    include_hidden: bool = False,
+    exclude: list[str] | None = None,
+    max_results: int = 1000,
+) -> dict:
+    _check_pattern(pattern)
+    excluded = list(DEFAULT_EXCLUDE if exclude is None else exclude)
+    root = Path(directory).expanduser()
+    if not root.exists():
+        raise SkillRunError(
+            f"directory not found: {directory}",
+            hint="check the path; relative paths are resolved against the server's working directory",
+        )
+    if not root.is_dir():
+        raise SkillRunError(
+            f"not a directory: {directory}",
+            hint="pass the folder that contains the file, or use read-file to read one file",
+        )
+    root = root.resolve()
+    regex, max_depth = glob_regex(pattern)
+
+    def skipped(name: str) -> bool:
+        if not include_hidden and name.startswith("."):
+            return True
+        return any(fnmatch.fnmatchcase(name, pat) for pat in excluded)
+
+    matches: list[str] = []
+    for current, dirnames, filenames in os.walk(root):
+        rel_dir = Path(current).relative_to(root).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        depth = 0 if not prefix else prefix.count("/")
+        dirnames[:] = sorted(d for d in dirnames if not skipped(d))
+        if not files_only:
+            matches.extend(prefix + d for d in dirnames if regex.fullmatch(prefix + d))
+        matches.extend(prefix + f for f in filenames if not skipped(f) and regex.fullmatch(prefix + f))
+        if max_depth is not None and depth >= max_depth:
+            dirnames[:] = []
+
+    matches.sort()
+    total = len(matches)
+    kept = matches[:max_results]
+    return {
+        "root": str(root),
+        "paths": [str(root / rel) for rel in kept],
+        "relative": kept,
+        "count": len(kept),
+        "total": total,
+        "truncated": total > len(kept),
+    }

@@ -1,0 +1,201 @@
+"""run-tests: run pytest in a subprocess and summarise its JUnit XML report.
+
+The subprocess gets its own process group so that a timeout (or a cancelled call) kills
+pytest together with anything the tests started; the call never hangs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+from skills.base import SkillContext
+from skills.errors import SkillRunError
+
+_OUTPUT_TAIL = 8000
+_DETAILS = 2000
+_PERCENT = re.compile(rb"\[\s*(\d{1,3})%\]")
+
+
+def _kill_group(process: Process) -> None:
+    if process.returncode is not None:
+        return
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows has no process groups of this kind
+            process.kill()
+    except ProcessLookupError:
+        pass
+
+
+def _test_id(case: ET.Element) -> str:
+    name = case.get("name", "")
+    classname = case.get("classname", "")
+    file = case.get("file")
+    if file and not classname:  # a collection error: the whole module failed to import
+        return file
+    if file and file.endswith(".py"):
+        module = file[:-3].replace("/", ".").replace("\\", ".")
+        rest = classname[len(module) :].lstrip(".") if classname.startswith(module) else ""
+        return "::".join(part for part in (file, *rest.split("."), name) if part)
+    return f"{classname}::{name}" if classname else name
+
+
+def _summarise(xml_file: Path, max_failures: int) -> dict[str, Any] | None:
+    try:
+        root = ET.parse(xml_file).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failures: list[dict[str, Any]] = []
+    for case in root.iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed" if child.tag == "failure" else "errors"
+                if len(failures) < max_failures:
+                    text = (child.text or "").strip()
+                    message = child.get("message") or (text.splitlines()[0] if text else child.tag)
+                    failures.append(
+                        {
+                            "test": _test_id(case),
+                            "kind": child.tag,
+                            "message": message[:500],
+                            "details": text[-_DETAILS:],
+                            "file": case.get("file"),
+                            "line": int(case.get("line")) + 1 if (case.get("line") or "").isdigit() else None,
+                        }
+                    )
+                break
+            if child.tag == "skipped":
+                outcome = "skipped"
+        counts[outcome] += 1
+    return {**counts, "total": sum(counts.values()), "failures": failures}
+
+
+def _interpreter(python: str | None) -> str:
+    if python is None:
+        return sys.executable
+    found = Path(python).expanduser()
+    if found.is_file():
+        return str(found)
+    import shutil
+
+    which = shutil.which(python)
+    if which is None:
+        raise SkillRunError(
+            f"python interpreter not found: {python}", hint="give the path of a python executable"
+        )
+    return which
+
+
+async def run_tests(
+    path: str,
+    keyword: str | None = None,
+    markers: str | None = None,
+    extra_args: list[str] | None = None,
+    cwd: str | None = None,
+    python: str | None = None,
+    timeout: float = 300,
+    max_failures: int = 20,
+    ctx: SkillContext | None = None,
+) -> dict:
+    target = Path(path).expanduser()
+    if not target.exists():
+        raise SkillRunError(
+            f"path not found: {path}", hint="give a test file or a folder that contains tests"
+        )
+    target = target.resolve()
+    workdir = Path(cwd).expanduser().resolve() if cwd else (target if target.is_dir() else target.parent)
+    if not workdir.is_dir():
+        raise SkillRunError(f"cwd is not a directory: {cwd}", hint="give the project's root folder")
+    interpreter = _interpreter(python)
+
+    with tempfile.TemporaryDirectory(prefix="orchestrator-run-tests-") as tmp:
+        xml_file = Path(tmp) / "junit.xml"
+        command = [
+            interpreter, "-m", "pytest", str(target), "-q", "--color=no", "-p", "no:cacheprovider",
+            f"--junitxml={xml_file}", "-o", "junit_family=xunit1",
+        ]  # fmt: skip
+        if keyword:
+            command += ["-k", keyword]
+        if markers:
+            command += ["-m", markers]
+        command += list(extra_args or [])
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+        env.update(PYTHONDONTWRITEBYTECODE="1", PY_COLORS="0", NO_COLOR="1")
+
+        if ctx is not None:
+            await ctx.progress(0, 100, f"pytest {target.name}")
+        started = time.monotonic()
+        try:
+            process = await anyio.open_process(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env=env,
+                start_new_session=hasattr(os, "killpg"),
+            )
+        except OSError as exc:
+            raise SkillRunError(
+                f"cannot start {interpreter}: {exc.strerror}", hint="check `python`"
+            ) from None
+
+        output = bytearray()
+        percent = -1
+        timed_out = False
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                assert process.stdout is not None
+                async for chunk in process.stdout:
+                    output += chunk
+                    if len(output) > 4 * _OUTPUT_TAIL:
+                        del output[: len(output) - 2 * _OUTPUT_TAIL]
+                    found = _PERCENT.findall(chunk)
+                    if ctx is not None and found and int(found[-1]) != percent:
+                        percent = int(found[-1])
+                        await ctx.progress(percent, 100, f"pytest {percent}%")
+                await process.wait()
+            timed_out = scope.cancelled_caught
+        finally:
+            _kill_group(process)
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+                await process.aclose()
+        duration = round(time.monotonic() - started, 3)
+        exit_code = process.returncode if process.returncode is not None else -1
+        summary = None if timed_out else _summarise(xml_file, max_failures)
+
+    tail = output.decode("utf-8", errors="replace")[-_OUTPUT_TAIL:]
+    if summary is None and not timed_out and "No module named pytest" in tail:
+        raise SkillRunError(
+            f"pytest is not installed for {interpreter}",
+            hint="install pytest in that environment, or pass `python` pointing at one that has it",
+        )
+    summary = summary or {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "total": 0, "failures": []}
+    if ctx is not None and percent < 100:
+        await ctx.progress(100, 100, "timed out" if timed_out else f"{summary['total']} test(s) run")
+    return {
+        "ok": not timed_out and exit_code in (0, 5),
+        "exit_code": exit_code,
+        "timed_out": timed_out,
+        **summary,
+        "duration": duration,
+        "path": str(target),
+        "command": command,
+        "output": tail,
+    }
