@@ -55,6 +55,8 @@ __all__ = ["OrchestratorServer", "create_server"]
 
 log = logging.getLogger("mcp_server")
 
+_LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
+
 INSTRUCTIONS = (
     "Every tool of this server is a skill (an Agent Skills folder), a pipeline, or a tool imported "
     "from another MCP server. Tools whose description starts with 'Instructions:' return guidance to "
@@ -82,6 +84,26 @@ class OrchestratorServer(MCPServer):
             lambda notification_options=None, *a, **k: create(notification_options or changes, *a, **k)
         )
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
+        self._wire_cache: dict[tuple[str, str, int], Any] = {}
+        low.middleware.append(self._cached_listings)
+
+    async def _cached_listings(self, ctx: Any, call_next: Any) -> Any:
+        """Serve repeated list requests from their wire form.
+
+        The SDK re-dumps and re-validates every Tool model on each tools/list (~15 ms for 1,000
+        tools); the listing only changes with the Catalog, so its wire dict is kept per
+        (method, protocol version, catalog version) and reused until the Catalog changes.
+        """
+        if ctx.method not in _LISTINGS or (ctx.params or {}).get("cursor"):
+            return await call_next(ctx)
+        key = (ctx.method, ctx.protocol_version or "", self.catalog.version)
+        hit = self._wire_cache.get(key)
+        if hit is None:
+            hit = await call_next(ctx)
+            if len(self._wire_cache) > 32:
+                self._wire_cache.clear()
+            self._wire_cache[key] = hit
+        return hit
 
     # -- tools -----------------------------------------------------------------------------
     async def list_tools(self) -> list[MCPTool]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._fastcheck import Check, compile_check
 from .errors import ArgumentsError, FieldError, OutputError
 
 if TYPE_CHECKING:
@@ -16,6 +17,17 @@ if TYPE_CHECKING:
 __all__ = ["check_arguments", "check_output", "schema_problem"]
 
 _validators: dict[int, tuple[dict[str, Any], Validator]] = {}
+_fast: dict[int, tuple[dict[str, Any], Check | None]] = {}
+
+
+def _fast_check(schema: dict[str, Any]) -> Check | None:
+    key = id(schema)
+    hit = _fast.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    check = compile_check(schema)
+    _fast[key] = (schema, check)
+    return check
 
 
 def _validator(schema: dict[str, Any]) -> Validator:
@@ -66,6 +78,9 @@ def _field_of(error: Any) -> str:
 
 def check_arguments(skill: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
     """Raise `ArgumentsError` naming every field that does not fit `schema`."""
+    fast = _fast_check(schema)
+    if fast is not None and fast(arguments):
+        return
     validator = _validator(schema)
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if not errors:
@@ -79,6 +94,9 @@ def check_arguments(skill: str, schema: dict[str, Any], arguments: dict[str, Any
 
 def check_output(skill: str, schema: dict[str, Any], result: Any) -> None:
     """Raise `OutputError` when a structured result breaks the skill's `outputs` schema."""
+    fast = _fast_check(schema)
+    if fast is not None and fast(result):
+        return
     validator = _validator(schema)
     error = next(iter(validator.iter_errors(result)), None)
     if error is not None:
