@@ -7,6 +7,6 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0"
 
-from .app import OrchestratorServer, create_server  # noqa: E402
+from .app import OrchestratorServer, create_server
 
 __all__ = ["OrchestratorServer", "__version__", "create_server"]

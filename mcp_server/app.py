@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import (
@@ -27,13 +27,20 @@ from mcp_types import (
     GetPromptResult,
     NotificationParams,
     PromptMessage,
-    Resource as MCPResource,
-    ResourceTemplate as MCPResourceTemplate,
     TextContent,
-    Tool as MCPTool,
     ToolAnnotations,
 )
-from mcp_types import Prompt as MCPPrompt, PromptArgument as MCPPromptArgument
+from mcp_types import Prompt as MCPPrompt
+from mcp_types import PromptArgument as MCPPromptArgument
+from mcp_types import (
+    Resource as MCPResource,
+)
+from mcp_types import (
+    ResourceTemplate as MCPResourceTemplate,
+)
+from mcp_types import (
+    Tool as MCPTool,
+)
 
 from skills import (
     BUILTIN_SKILLS_DIR,
@@ -188,8 +195,9 @@ class OrchestratorServer(MCPServer):
                 name=skill.name,
                 title=skill.title,
                 description=skill.description,
-                arguments=[MCPPromptArgument(name="task", description="What to do with these instructions",
-                                             required=False)],
+                arguments=[
+                    MCPPromptArgument(name="task", description="What to do with these instructions", required=False)
+                ],
             )
             for skill in self.catalog
             if skill.kind == "instructions"
@@ -326,7 +334,7 @@ def _tool_of(skill: Skill) -> MCPTool:
     )
 
 
-def _client_logger(context: Context[Any, Any], skill: str):  # noqa: ANN202 - a LogFn
+def _client_logger(context: Context[Any, Any], skill: str):
     session = context.request_context.session
     request_id = context.request_context.request_id
 
@@ -354,14 +362,14 @@ def create_server(
     home.ensure()
     providers: list[SkillProvider] = []
     if builtin:
-        providers.append(FolderSource(BUILTIN_SKILLS_DIR, "builtin"))
-    providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})"))
+        providers.append(FolderSource(BUILTIN_SKILLS_DIR, "builtin", cache_dir=home.cache_dir))
+    providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})", cache_dir=home.cache_dir))
     for extra in skill_dirs:
         path = Path(extra).expanduser().resolve()
         if not path.is_dir():
             log.error("--skills %s is not a directory; skipped", path)
             continue
-        providers.append(FolderSource(path, "user", label=str(path)))
+        providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
     catalog = Catalog(providers, enabled=home.enabled_overrides())
     home.record(catalog)
     for problem in catalog.problems():

@@ -19,8 +19,18 @@ Check = Callable[[Any], bool]
 
 _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "format"})
 _HANDLED = _ANNOTATIONS | {
-    "type", "properties", "required", "additionalProperties", "enum", "items",
-    "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "items",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
 }
 
 
@@ -62,12 +72,14 @@ def compile_check(schema: Any) -> Check | None:
         if not isinstance(options, list) or not all(isinstance(o, str | type(None)) for o in options):
             return None  # 1 == 1.0 == True subtleties: leave non-string enums to jsonschema
         checks.append(lambda v, o=tuple(options): isinstance(v, str | type(None)) and v in o)
-    for key, test in (("minimum", lambda v, b: not _is_num(v) or v >= b),
-                      ("maximum", lambda v, b: not _is_num(v) or v <= b),
-                      ("minLength", lambda v, b: type(v) is not str or len(v) >= b),
-                      ("maxLength", lambda v, b: type(v) is not str or len(v) <= b),
-                      ("minItems", lambda v, b: type(v) is not list or len(v) >= b),
-                      ("maxItems", lambda v, b: type(v) is not list or len(v) <= b)):
+    for key, test in (
+        ("minimum", lambda v, b: not _is_num(v) or v >= b),
+        ("maximum", lambda v, b: not _is_num(v) or v <= b),
+        ("minLength", lambda v, b: type(v) is not str or len(v) >= b),
+        ("maxLength", lambda v, b: type(v) is not str or len(v) <= b),
+        ("minItems", lambda v, b: type(v) is not list or len(v) >= b),
+        ("maxItems", lambda v, b: type(v) is not list or len(v) <= b),
+    ):
         if key in schema:
             bound = schema[key]
             if not _is_num(bound):

@@ -35,9 +35,8 @@ def _validator(schema: dict[str, Any]) -> Validator:
     hit = _validators.get(key)
     if hit is not None and hit[0] is schema:
         return hit[1]
-    from jsonschema.validators import validator_for
-
     from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
 
     cls = validator_for(schema)
     try:

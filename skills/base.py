@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "LogFn",
     "LogLevel",
     "ProgressFn",
-    "LogFn",
     "Skill",
     "SkillContext",
     "SkillKind",

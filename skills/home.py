@@ -63,6 +63,7 @@ class Home:
     servers_file = property(lambda self: self.root / "servers.json")
     state_db = property(lambda self: self.root / "state.sqlite")
     runs_dir = property(lambda self: self.root / "runs")
+    cache_dir = property(lambda self: self.root / "cache")
 
     # -- install -------------------------------------------------------------------------
     def _defaults(self) -> dict[str, str]:
@@ -141,8 +142,11 @@ class Home:
         for skill in skills:
             if skill.source in ("home", "created") and skill.root is not None:
                 source = "created" if skill.source == "created" else "user"
-                entries[skill.name] = {"source": source, "path": _rel(skill.root, self.root),
-                                       "enabled": getattr(skill, "enabled", True)}
+                entries[skill.name] = {
+                    "source": source,
+                    "path": _rel(skill.root, self.root),
+                    "enabled": getattr(skill, "enabled", True),
+                }
         self._add_missing_entries(entries)
 
     def _add_missing_entries(self, entries: dict[str, dict[str, Any]]) -> None:

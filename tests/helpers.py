@@ -38,5 +38,3 @@ def write_skill(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return folder
-
-

@@ -11,8 +11,12 @@ from jsonschema.validators import validator_for
 from skills._fastcheck import compile_check
 
 SCHEMAS: list[dict[str, Any]] = [
-    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"],
-     "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    },
     {"type": "object", "properties": {"n": {"type": "number", "minimum": 0, "maximum": 10}}},
     {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "string"}, "minItems": 1}}},
     {"type": "object", "properties": {"mode": {"type": "string", "enum": ["a", "b"]}, "s": {"maxLength": 3}}},

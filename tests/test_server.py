@@ -7,12 +7,11 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers import write_skill
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_server import create_server
-
-from helpers import write_skill
 
 ADD_CONTRACT: dict[str, Any] = {
     "inputs": {
@@ -216,7 +215,7 @@ async def test_skill_files_are_resources_and_nothing_outside_the_folder_is(tmp_p
             with pytest.raises(MCPError) as refused:
                 await client.read_resource(uri)
             assert "root:" not in str(refused.value)
-        with pytest.raises(MCPError, match="no file 'nope.md'"):
+        with pytest.raises(MCPError, match=r"no file 'nope\.md'"):
             await client.read_resource("skill://style-guide/nope.md")
 
 
@@ -273,3 +272,23 @@ async def test_the_registry_can_switch_a_skill_off(tmp_path: Path, home: Path) -
         result = await client.call_tool("adder", {"a": 1})
     assert "adder" not in names
     assert result.is_error and "disabled" in result.content[0].text
+
+
+async def test_a_restart_sees_skills_edited_while_the_server_was_down(tmp_path: Path, home: Path) -> None:
+    root = tmp_path / "skills"
+    add_skill(root)
+    async with Client(create_server(skill_dirs=[root])) as client:
+        assert {t.name for t in (await client.list_tools()).tools} >= {"adder"}
+    assert list((home / "cache").glob("skills-*.json")), "parsed skills are cached in the home"
+    write_skill(
+        root,
+        "adder",
+        description="Add, edited offline.",
+        contract=ADD_CONTRACT,
+        impl="def add(a, b=1):\n    return {'sum': a + b}\n",
+    )
+    add_skill(root, "adder-two")
+    async with Client(create_server(skill_dirs=[root])) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert tools["adder"].description == "Add, edited offline."
+    assert "adder-two" in tools
