@@ -1,0 +1,165 @@
+"""Shared helpers of the benchmark scripts: temp homes, generated skills, timing, reporting.
+
+Every script measures its reference in the same run, interleaved with the subject, and
+reports medians; nothing is written outside a temporary directory.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, str(REPO))
+
+ADD_INPUTS = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "integer", "description": "First addend."},
+        "b": {"type": "integer", "description": "Second addend."},
+    },
+    "required": ["a", "b"],
+    "additionalProperties": False,
+}
+ADD_OUTPUTS = {
+    "type": "object",
+    "properties": {"sum": {"type": "integer", "description": "a + b"}},
+    "required": ["sum"],
+}
+ADD_IMPL = "def add(a: int, b: int) -> dict[str, int]:\n    return {'sum': a + b}\n"
+
+
+@contextmanager
+def bench_env() -> Iterator[Path]:
+    """A temporary directory, also set as ORCHESTRATOR_HOME (`<tmp>/home`) while inside."""
+    previous = os.environ.get("ORCHESTRATOR_HOME")
+    with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
+        root = Path(tmp)
+        os.environ["ORCHESTRATOR_HOME"] = str(root / "home")
+        try:
+            yield root
+        finally:
+            if previous is None:
+                os.environ.pop("ORCHESTRATOR_HOME", None)
+            else:
+                os.environ["ORCHESTRATOR_HOME"] = previous
+
+
+def write_skill(parent: Path, name: str, *, impl: str = ADD_IMPL, entry: str = "impl:add") -> Path:
+    """One python skill folder (SKILL.md, skill.yaml, impl.py) adding two ints."""
+    folder = parent / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: Add two integers ({name}); a generated benchmark skill.\n---\n\n"
+        f"# {name}\n\nReturns `{{sum: a + b}}`.\n",
+        encoding="utf-8",
+    )
+    # Block-style YAML, as people write it (a JSON-style file parses at a different speed).
+    contract = {"inputs": ADD_INPUTS, "outputs": ADD_OUTPUTS, "run": {"python": entry}}
+    (folder / "skill.yaml").write_text(yaml.safe_dump(contract, sort_keys=False), encoding="utf-8")
+    (folder / "impl.py").write_text(impl, encoding="utf-8")
+    return folder
+
+
+def write_skills(parent: Path, count: int, prefix: str = "gen") -> Path:
+    """`count` skill folders `<prefix>-0000`, ... under `parent`; returns `parent`."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        write_skill(parent, f"{prefix}-{i:04d}")
+    return parent
+
+
+# -- timing ------------------------------------------------------------------------------------
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of `fn` takes."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+async def atimed(fn: Callable[[], Awaitable[object]]) -> float:
+    """Seconds one await of `fn()` takes."""
+    start = time.perf_counter()
+    await fn()
+    return time.perf_counter() - start
+
+
+async def interleave(
+    subject: Callable[[], Awaitable[object]],
+    reference: Callable[[], Awaitable[object]],
+    reps: int,
+) -> tuple[list[float], list[float]]:
+    """Time `subject` and `reference` alternately (ABBA order), `reps` times each.
+
+    Alternating cancels slow drifts of the machine; ABBA cancels any advantage of going first.
+    The garbage collector runs between pairs, not inside a measurement.
+    """
+    subj: list[float] = []
+    ref: list[float] = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(reps):
+            if i % 2 == 0:
+                subj.append(await atimed(subject))
+                ref.append(await atimed(reference))
+            else:
+                ref.append(await atimed(reference))
+                subj.append(await atimed(subject))
+            if i % 50 == 49:
+                gc.collect()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return subj, ref
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples)
+
+
+def quartiles(samples: Sequence[float]) -> tuple[float, float]:
+    q = statistics.quantiles(samples, n=4)
+    return q[0], q[2]
+
+
+# -- reporting ---------------------------------------------------------------------------------
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms" if seconds < 0.01 else f"{seconds * 1e3:.1f} ms"
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} us"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print a plain aligned table."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    for row in [headers, ["-" * w for w in widths], *rows]:
+        print("  ".join(f"{cell!s:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def verdict(ok: bool) -> str:
+    return "OK" if ok else "MISSED"
+
+
+def abs_line(name: str, value: str, budget: str, ok: bool) -> str:
+    """An absolute figure and its budget: `ABS tools_list.load_1000 212.0 ms (budget < 300 ms) OK`."""
+    return f"ABS {name} {value} (budget {budget}) {verdict(ok)}"
+
+
+def ratio_line(name: str, value: float, budget: float, detail: str = "") -> str:
+    """`RATIO <name> <value> (budget <= X) OK|MISSED [detail]`."""
+    tail = f" {detail}" if detail else ""
+    shown = f"{value:.3f}" if 0.1 <= value < 10 else f"{value:.3g}"  # 1.304, not a misleading 1.3
+    return f"RATIO {name} {shown} (budget <= {budget:g}) {verdict(value <= budget)}{tail}"
