@@ -75,9 +75,7 @@ def caller(client: Client, name: str) -> Callable[[], Awaitable[CallToolResult]]
     return call
 
 
-async def measure_era(
-    mode: str, subject: OrchestratorServer, reference: MCPServer, reps: int
-) -> dict[str, Any]:
+async def measure_era(mode: str, subject: OrchestratorServer, reference: MCPServer, reps: int) -> dict[str, Any]:
     clocks = ServerClock(), ServerClock()
     servers = (subject, reference)
     for server, clock in zip(servers, clocks, strict=True):
