@@ -1,0 +1,125 @@
+"""`orchestrator claude-config`: the Claude Desktop entry that starts this server.
+
+Claude Desktop starts MCP servers with a bare environment (a minimal PATH on macOS), so the
+entry names the `orchestrator` program of *this* Python environment by absolute path rather
+than relying on PATH. `--write` merges the entry into the config file of this OS and keeps
+every other key and server the user has there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SERVER_KEY", "ConfigError", "config_path", "merge_entry", "server_entry"]
+
+SERVER_KEY = "orchestrator"
+"""Name of our entry under `mcpServers`."""
+
+
+class ConfigError(Exception):
+    """The Claude Desktop config file exists but cannot be merged into (a user's mistake)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def config_path() -> Path:
+    """The Claude Desktop config file of this OS (`$CLAUDE_CONFIG_PATH` overrides it)."""
+    override = os.environ.get("CLAUDE_CONFIG_PATH")
+    if override:
+        return Path(override).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+    if sys.platform == "win32":
+        appdata = os.environ.get("APPDATA")
+        base = Path(appdata) if appdata else Path.home() / "AppData" / "Roaming"
+        return base / "Claude" / "claude_desktop_config.json"
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".config"
+    return base / "Claude" / "claude_desktop_config.json"
+
+
+def _program() -> tuple[str, list[str]]:
+    """Command and leading args that start this environment's `orchestrator`."""
+    names = ("orchestrator.exe", "orchestrator") if sys.platform == "win32" else ("orchestrator",)
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name in names and argv0.is_file():
+        return str(argv0.absolute()), []
+    scripts = Path(sys.executable).parent
+    for name in names:
+        candidate = scripts / name
+        if candidate.is_file():
+            return str(candidate), []
+    # Not installed as a console script (e.g. run from a source tree): the interpreter of this
+    # environment can always start the CLI, whatever Claude Desktop's PATH holds.
+    found = shutil.which("orchestrator")
+    if found and Path(found).resolve().parent == scripts.resolve():
+        return found, []
+    return sys.executable, ["-m", "mcp_server"]
+
+
+def server_entry(home: str | Path | None = None) -> dict[str, Any]:
+    """The `mcpServers` entry: absolute command, `serve`, and the home when it is not the default."""
+    command, args = _program()
+    args = [*args, "serve"]
+    if home:
+        args += ["--home", str(Path(home).expanduser().resolve())]
+    entry: dict[str, Any] = {"command": command, "args": args}
+    env_home = os.environ.get("ORCHESTRATOR_HOME")
+    if env_home:
+        entry["env"] = {"ORCHESTRATOR_HOME": str(Path(env_home).expanduser().resolve())}
+    return entry
+
+
+def merge_entry(path: Path, entry: dict[str, Any], key: str = SERVER_KEY) -> tuple[bool, Path | None]:
+    """Merge `entry` as `mcpServers[key]` into the config at `path`, keeping everything else.
+
+    Returns (changed, backup): the file is written only when the entry differs, after copying
+    the previous file to `<name>.bak`. A missing file (and its folder) is created.
+
+    Raises:
+        ConfigError: the file is not valid JSON, or not shaped like a Claude Desktop config.
+    """
+    config: dict[str, Any] = {}
+    existed = path.exists()
+    if existed:
+        text = path.read_text(encoding="utf-8")
+        try:
+            loaded = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); left unchanged",
+                "fix the file by hand, or move it away and run again",
+            ) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(
+                f"{path} holds a JSON {type(loaded).__name__}, not an object; left unchanged",
+                "a Claude Desktop config is a JSON object with an mcpServers key",
+            )
+        config = loaded
+    servers = config.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(
+            f"'mcpServers' in {path} is not an object; left unchanged",
+            'it should look like {"mcpServers": {"name": {"command": ...}}}',
+        )
+    if servers.get(key) == entry:
+        return False, None
+    servers[key] = entry
+    backup = None
+    if existed:
+        backup = path.with_name(path.name + ".bak")
+        shutil.copy2(path, backup)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return True, backup

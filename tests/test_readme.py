@@ -1,0 +1,45 @@
+"""The README's snippets work as written."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from mcp import Client
+
+from mcp_server import create_server
+from skills import check_folder
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+
+
+def _block_after(label: str) -> str:
+    """The fenced code block that follows the line `label`."""
+    match = re.search(re.escape(label) + r"\s*\n+```\w*\n(.*?)```", README, re.S)
+    assert match, f"README has no code block after {label!r}"
+    return match.group(1)
+
+
+async def test_the_write_your_own_skill_example_is_a_valid_working_skill(home: Path) -> None:
+    folder = home / "skills" / "word-count"
+    folder.mkdir(parents=True)
+    for name in ("SKILL.md", "skill.yaml", "impl.py"):
+        (folder / name).write_text(_block_after(f"`~/.orchestrator/skills/word-count/{name}`:"))
+    _, _, problems = check_folder(folder, strict=True)
+    assert problems == []
+    async with Client(create_server()) as client:
+        result = await client.call_tool("word-count", {"text": "three little words"})
+    assert result.structured_content == {"words": 3}
+
+
+def test_the_claude_desktop_snippet_is_valid_json_that_starts_the_server() -> None:
+    entry = json.loads(_block_after("The entry it writes looks like this (with the absolute path of your checkout):"))
+    server = entry["mcpServers"]["orchestrator"]
+    assert server["command"].endswith("/.venv/bin/orchestrator") and server["args"] == ["serve"]
+
+
+def test_ci_runs_exactly_the_test_command_of_the_readme() -> None:
+    command = _block_after("### Run the tests").strip()
+    assert command in (REPO / ".ci" / "run").read_text().splitlines()
