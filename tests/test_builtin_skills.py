@@ -150,9 +150,7 @@ def test_python_defaults_match_the_published_schema_defaults() -> None:
         assert spec is not None and spec.loader is not None
         loaded = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(loaded)
-        params = {
-            k: p for k, p in inspect.signature(getattr(loaded, function)).parameters.items() if k != "ctx"
-        }
+        params = {k: p for k, p in inspect.signature(getattr(loaded, function)).parameters.items() if k != "ctx"}
         properties = contract["inputs"]["properties"]
         assert set(params) == set(properties), folder.name
         for name, param in params.items():
@@ -192,9 +190,7 @@ async def test_list_files_caps_results_and_can_include_hidden_files(home: Path, 
     assert "node_modules/lib/index.py" in everything["relative"]
 
 
-async def test_list_files_reports_a_missing_directory_and_an_escaping_pattern(
-    home: Path, tmp_path: Path
-) -> None:
+async def test_list_files_reports_a_missing_directory_and_an_escaping_pattern(home: Path, tmp_path: Path) -> None:
     text = await error_text(home, "list-files", {"directory": str(tmp_path / "nope")})
     assert "directory not found" in text and "Hint:" in text
     text = await error_text(home, "list-files", {"directory": str(tmp_path), "pattern": "../*"})
@@ -219,9 +215,7 @@ async def test_read_file_returns_a_line_range_and_caps_bytes(home: Path, tmp_pat
     assert capped["content"] == "one\ntw" and capped["truncated"] is True
 
 
-async def test_read_file_refuses_binary_and_wrongly_encoded_files_with_a_hint(
-    home: Path, tmp_path: Path
-) -> None:
+async def test_read_file_refuses_binary_and_wrongly_encoded_files_with_a_hint(home: Path, tmp_path: Path) -> None:
     (tmp_path / "blob.bin").write_bytes(b"\x00\x01\x02binary")
     assert "binary" in await error_text(home, "read-file", {"path": str(tmp_path / "blob.bin")})
     (tmp_path / "latin.txt").write_bytes("café\n".encode("latin-1"))
@@ -255,9 +249,7 @@ async def test_write_file_refuses_paths_that_leave_the_artifact_directory(home: 
 
 
 async def test_code_analyzer_measures_functions_classes_imports_and_lines(home: Path, project: Path) -> None:
-    result = await ok(
-        home, "code-analyzer", {"path": str(project / "pkg/core.py"), "complexity_threshold": 4}
-    )
+    result = await ok(home, "code-analyzer", {"path": str(project / "pkg/core.py"), "complexity_threshold": 4})
     functions = {f["qualname"]: f for f in result["functions"]}
     assert set(functions) == {"Store.load", "Store.save", "shout"}
     # if + `and` + elif + for + inner if = 1 + 5
@@ -421,9 +413,7 @@ async def test_run_tests_summarises_passes_failures_errors_and_skips(home: Path,
     assert progress and progress[-1] == 100
 
 
-async def test_run_tests_with_no_tests_is_ok_and_a_missing_path_is_an_error(
-    home: Path, tmp_path: Path
-) -> None:
+async def test_run_tests_with_no_tests_is_ok_and_a_missing_path_is_an_error(home: Path, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = await ok(home, "run-tests", {"path": str(tmp_path / "empty")})
     assert result["ok"] is True and result["total"] == 0 and result["exit_code"] == 5
@@ -440,9 +430,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups")
-async def test_run_tests_kills_a_hanging_suite_and_its_children_at_the_timeout(
-    home: Path, tmp_path: Path
-) -> None:
+async def test_run_tests_kills_a_hanging_suite_and_its_children_at_the_timeout(home: Path, tmp_path: Path) -> None:
     pids = tmp_path / "pids.txt"
     tests = write_tests(
         tmp_path / "hang",
@@ -492,9 +480,7 @@ async def test_markdown_report_renders_a_custom_sandboxed_template(home: Path) -
     assert result["markdown"] == "# Scores\n- x: 1\n- y: 2\n"
     assert Path(result["path"]).parts[-2:] == ("out", "scores.md")
 
-    unsafe = await error_text(
-        home, "markdown-report", {"title": "t", "template": "{{ title.__class__.__mro__ }}"}
-    )
+    unsafe = await error_text(home, "markdown-report", {"title": "t", "template": "{{ title.__class__.__mro__ }}"})
     assert "sandbox" in unsafe
     undefined = await error_text(home, "markdown-report", {"title": "t", "template": "{{ missing }}"})
     assert "'missing' is undefined" in undefined
@@ -530,9 +516,7 @@ async def test_the_bricks_compose_into_a_hotspot_report(home: Path, project: Pat
                 "fields": ["path", "qualname", "complexity"],
             },
         )
-        stats = await run(
-            "number-stats", {"values": analyses, "field": "max_complexity", "percentiles": [50]}
-        )
+        stats = await run("number-stats", {"values": analyses, "field": "max_complexity", "percentiles": [50]})
         report = await run("markdown-report", {"title": "Hot spots", "data": hotspots["items"]})
 
     core, helpers = str(project / "pkg/core.py"), str(project / "pkg/helpers.py")
@@ -550,9 +534,7 @@ async def test_collect_filters_plain_values_and_reports_a_bad_regex(home: Path) 
     where = [{"field": ".", "op": ">=", "value": 2}]
     result = await ok(home, "collect", {"items": [5, 1, 4, 2], "where": where, "sort_by": ".", "limit": 2})
     assert result == {"items": [2, 4], "count": 3, "total": 4, "returned": 2}
-    text = await error_text(
-        home, "collect", {"items": [], "where": [{"field": "a", "op": "matches", "value": "("}]}
-    )
+    text = await error_text(home, "collect", {"items": [], "where": [{"field": "a", "op": "matches", "value": "("}]})
     assert "bad regular expression" in text
 
 
@@ -604,9 +586,7 @@ async def test_shell_command_once_enabled_runs_argv_without_a_shell_in_a_scrubbe
 ) -> None:
     monkeypatch.setenv("ORCHESTRATOR_TEST_SECRET", "hunter2")
     (home / "skills").mkdir(parents=True)
-    (home / "skills" / "registry.yaml").write_text(
-        "skills:\n  shell-command: {source: builtin, enabled: true}\n"
-    )
+    (home / "skills" / "registry.yaml").write_text("skills:\n  shell-command: {source: builtin, enabled: true}\n")
     async with Client(create_server(home=home)) as client:
         echo = await client.call_tool("shell-command", {"argv": ["echo", "a; rm -rf / $(whoami)"]})
         env = await client.call_tool("shell-command", {"argv": ["env"]})

@@ -193,11 +193,7 @@ async def test_a_script_sees_no_secret_only_a_minimal_environment_and_allowed_na
     for key, value in SECRETS.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SKILL_REGION", "eu-west-1")
-    source = (
-        ENVIRON
-        if name.endswith(".py")
-        else "python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'\n"
-    )
+    source = ENVIRON if name.endswith(".py") else "python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'\n"
     env = await run(tmp_path, script(tmp_path, name, source), env_allow=["SKILL_REGION", "NOT_SET_ANYWHERE"])
     text = json.dumps(env)
     assert not [secret for secret in [*SECRETS, *SECRETS.values()] if secret in text]
@@ -260,9 +256,7 @@ async def test_a_script_that_allocates_beyond_its_memory_limit_fails_clearly(tmp
         ("[" * 50_000, "nested too deeply"),
     ],
 )
-async def test_stdout_that_is_not_one_json_value_is_an_output_error(
-    tmp_path: Path, printed: str, reason: str
-) -> None:
+async def test_stdout_that_is_not_one_json_value_is_an_output_error(tmp_path: Path, printed: str, reason: str) -> None:
     program = script(tmp_path, "chatty.py", f"print({printed!r})\n")
     with pytest.raises(OutputError, match="not JSON") as caught:
         await run(tmp_path, program)
@@ -412,17 +406,13 @@ async def test_through_mcp_a_hanging_script_is_an_error_result_and_the_server_ke
     assert hung.is_error
     assert "did not finish within 1" in hung.content[0].text and "timeout" in hung.content[0].text
     assert not after.is_error and after.structured_content == {"twice": 42}
-    ((leader, grandchild),) = [
-        [int(p) for p in pids.read_text().split()] for pids in (tmp_path / "home").rglob("pids")
-    ]
+    ((leader, grandchild),) = [[int(p) for p in pids.read_text().split()] for pids in (tmp_path / "home").rglob("pids")]
     with pytest.raises(ProcessLookupError):
         os.kill(leader, 0)
     await assert_gone(grandchild)
 
 
-async def test_through_mcp_a_flood_is_capped_and_the_server_keeps_serving(
-    tmp_path: Path, sandbox_server: Any
-) -> None:
+async def test_through_mcp_a_flood_is_capped_and_the_server_keeps_serving(tmp_path: Path, sandbox_server: Any) -> None:
     async with Client(sandbox_server) as client:
         with anyio.fail_after(15):
             flood = await client.call_tool("flood", {})
