@@ -1,12 +1,25 @@
 """The MCP server of mcp-orchestrator: builds the server from a Catalog, transports, the CLI."""
 
+from __future__ import annotations
+
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("mcp-orchestrator")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0"
 
-from .app import OrchestratorServer, create_server
+if TYPE_CHECKING:
+    from .app import OrchestratorServer, create_server
 
 __all__ = ["OrchestratorServer", "__version__", "create_server"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `orchestrator skills validate` or `claude-config` need not pay the ~0.7 s `mcp` import.
+    if name in ("OrchestratorServer", "create_server"):
+        from . import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module 'mcp_server' has no attribute {name!r}")

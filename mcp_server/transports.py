@@ -85,9 +85,19 @@ async def serve_http(
             return
         import anyio
 
+        stopped = anyio.Event()
+
+        async def serve() -> None:
+            try:
+                await userver.serve()
+            finally:
+                stopped.set()
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(userver.serve)
+            tg.start_soon(serve)
             while not userver.started:  # uvicorn offers no event; poll its flag cheaply
+                if stopped.is_set():
+                    raise OSError(f"the HTTP server on {host}:{port} stopped before it started")
                 await anyio.sleep(0.01)
             sockets = [s for srv in userver.servers for s in srv.sockets]
             ready(sockets[0].getsockname()[1] if sockets else port)

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import ValidationError
 
-from ._yaml import YAMLError, describe_yaml_error, load_yaml
 from .base import SkillContext, SkillKind, SkillSource
-from .contract import KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
+from .checks import check_folder, inside
+from .contract import FrontMatter, SkillContract
 from .errors import DefinitionError, NeedsModelError, Problem, SkillRunError, SkillsError, SkillTimeoutError
 
 __all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_folder", "folder_stamp", "load_folder"]
@@ -52,45 +51,6 @@ INSTRUCTIONS_OUTPUT: dict[str, Any] = {
     },
     "required": ["skill", "instructions", "files"],
 }
-
-
-def _read_front_matter(path: Path) -> tuple[str, int]:
-    """The raw front matter text of SKILL.md and the line where the body starts (1-based).
-
-    Reads line by line and stops at the closing `---`: the body is not read at start-up.
-    """
-    with path.open(encoding="utf-8") as fh:
-        first = fh.readline()
-        if first.strip() != "---":
-            raise ValueError("SKILL.md must start with a '---' line opening the YAML front matter")
-        lines: list[str] = []
-        for number, line in enumerate(fh, start=2):
-            if line.rstrip("\r\n") == "---":
-                return "".join(lines), number + 1
-            lines.append(line)
-    raise ValueError("the front matter is never closed: add a '---' line after it")
-
-
-def _problems_from_validation(path: Path, exc: ValidationError, prefix: str = "") -> list[Problem]:
-    problems = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        problems.append(Problem(path, err["msg"], field=f"{prefix}{loc}", hint=_hint_for(loc, err["type"])))
-    return problems
-
-
-def _hint_for(loc: str, kind: str) -> str:
-    if loc == "name":
-        return "use 1-64 lowercase letters, digits and single hyphens, equal to the folder name"
-    if loc == "description":
-        return "say what the skill does and when to use it, in 1-1024 characters"
-    if kind == "extra_forbidden":
-        return "remove the key or check its spelling against SPEC section 3"
-    if loc.startswith("run"):
-        return "write e.g. `run: {python: impl:main}` or `run: {script: scripts/run.py}`"
-    if loc == "compatibility":
-        return "keep compatibility under 500 characters"
-    return ""
 
 
 class FolderSkill:
@@ -237,7 +197,7 @@ class FolderSkill:
         if run.script:
             from ._script import run_script
 
-            program = _inside(self._root, run.script)
+            program = inside(self._root, run.script)
             if program is None:
                 raise SkillRunError(f"'{self.name}': run.script points outside the skill folder")
             return await run_script(
@@ -265,175 +225,6 @@ def folder_stamp(root: Path) -> tuple[int, ...]:
         except (FileNotFoundError, NotADirectoryError):
             out += (0, 0)
     return tuple(out)
-
-
-def _inside(root: Path, rel: str) -> Path | None:
-    """`root/rel` if it stays inside `root` once links are followed (a cheap check first)."""
-    if not rel.startswith("/") and ".." not in rel.split("/"):
-        candidate = root / rel
-        if not candidate.is_symlink() and not candidate.parent.is_symlink():
-            return candidate
-    target = (root / rel).resolve()
-    return target if target.is_relative_to(root.resolve()) else None
-
-
-def check_folder(root: Path, *, strict: bool = False) -> tuple[FrontMatter | None, SkillContract | None, list[Problem]]:
-    """Read and check one skill folder; every violation found is returned, none raised.
-
-    Lenient mode (loading) turns spec violations that do not stop the skill from working into
-    warnings; strict mode (`orchestrator skills validate`) reports them as errors.
-    """
-    problems: list[Problem] = []
-    soft = "error" if strict else "warning"
-    skill_md = root / "SKILL.md"
-    front: FrontMatter | None = None
-    try:
-        raw, _ = _read_front_matter(skill_md)
-        data = load_yaml(raw) or {}
-        if not isinstance(data, dict):
-            raise ValueError("the front matter must be a YAML mapping (key: value lines)")
-    except FileNotFoundError:
-        return None, None, [Problem(skill_md, "SKILL.md is missing", hint="every skill folder needs a SKILL.md")]
-    except YAMLError as exc:
-        message = f"front matter is not valid YAML {describe_yaml_error(exc, line_offset=1)}"
-        return None, None, [Problem(skill_md, message, hint="fix the YAML (quote values that contain ': ' or '[')")]
-    except (ValueError, UnicodeDecodeError) as exc:
-        return None, None, [Problem(skill_md, str(exc), hint="see SPEC section 3 for the SKILL.md layout")]
-
-    for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS):
-        problems.append(
-            Problem(
-                skill_md,
-                f"unknown front-matter key '{key}'",
-                field=key,
-                severity=soft,
-                hint="the Agent Skills spec allows name, description, license, compatibility, "
-                "metadata, allowed-tools; put anything else under metadata",
-            )
-        )
-    known = {k: v for k, v in data.items() if k in KNOWN_FRONT_MATTER_KEYS}
-    if isinstance(known.get("metadata"), dict):
-        known["metadata"] = {str(k): v if isinstance(v, str) else str(v) for k, v in known["metadata"].items()}
-    try:
-        front = FrontMatter.model_validate(known)
-    except ValidationError as exc:
-        problems.extend(_problems_from_validation(skill_md, exc))
-    if front is not None:
-        if not NAME_PATTERN.match(front.name):
-            problems.append(
-                Problem(
-                    skill_md,
-                    f"name '{front.name}' is not lowercase-hyphen form",
-                    field="name",
-                    severity=soft,
-                    hint=_hint_for("name", ""),
-                )
-            )
-            if not all(c.isalnum() or c in "-_" for c in front.name) or not front.name.isascii():
-                problems[-1] = Problem(
-                    skill_md, f"name '{front.name}' cannot be a tool name", field="name", hint=_hint_for("name", "")
-                )
-        if front.name != root.name:
-            problems.append(
-                Problem(
-                    skill_md,
-                    f"name '{front.name}' differs from the folder name '{root.name}'",
-                    field="name",
-                    severity=soft,
-                    hint="rename the folder or the skill",
-                )
-            )
-
-    contract: SkillContract | None = None
-    contract_path = root / "skill.yaml"
-    if contract_path.exists():
-        try:
-            cdata = load_yaml(contract_path.read_text(encoding="utf-8"))
-            if not isinstance(cdata, dict):
-                raise ValueError("skill.yaml must be a YAML mapping")
-            contract = SkillContract.model_validate(cdata)
-        except YAMLError as exc:
-            problems.append(Problem(contract_path, f"not valid YAML {describe_yaml_error(exc)}", hint="fix the YAML"))
-        except ValidationError as exc:
-            problems.extend(_problems_from_validation(contract_path, exc))
-        except ValueError as exc:
-            problems.append(Problem(contract_path, str(exc), hint="see SPEC section 3 for skill.yaml"))
-        if contract is not None:
-            problems.extend(_check_contract(root, contract_path, contract, strict=strict))
-    return front, contract, problems
-
-
-def _check_contract(root: Path, path: Path, contract: SkillContract, *, strict: bool) -> list[Problem]:
-    problems = []
-    for key in ("inputs", "outputs"):
-        schema = getattr(contract, key)
-        if schema is None:
-            continue
-        if schema.get("type") != "object":
-            problems.append(
-                Problem(
-                    path,
-                    f"{key} must be a JSON Schema with type: object",
-                    field=key,
-                    hint=f"start {key} with `type: object` and list `properties`",
-                )
-            )
-            continue
-        if not strict:  # the full meta-schema check costs ~1 ms a skill: `validate` does it
-            continue
-        from ._schema import schema_problem
-
-        message = schema_problem(schema)
-        if message:
-            problems.append(
-                Problem(
-                    path,
-                    f"{key} is not a valid JSON Schema: {message}",
-                    field=key,
-                    hint="check it against JSON Schema draft 2020-12",
-                )
-            )
-    run = contract.run
-    if run.prompt or contract.model:
-        problems.append(
-            Problem(
-                path,
-                "prompt skills and `model:` need a model provider, which this server does not have yet",
-                field="run.prompt" if run.prompt else "model",
-                hint="use run: python or run: script, or wait for model support",
-            )
-        )
-    target = run.python.partition(":")[0].replace(".", "/") + ".py" if run.python else run.script
-    if run.python and ":" not in run.python:
-        problems.append(
-            Problem(
-                path,
-                f"run.python '{run.python}' must be 'module:function'",
-                field="run.python",
-                hint="e.g. `python: impl:main` for main() in impl.py",
-            )
-        )
-    elif target:
-        inside = _inside(root, target)
-        if inside is None:
-            problems.append(
-                Problem(
-                    path,
-                    f"'{target}' is outside the skill folder",
-                    field="run",
-                    hint="keep implementation files inside the skill folder",
-                )
-            )
-        elif not inside.is_file():
-            problems.append(
-                Problem(
-                    path,
-                    f"'{target}' does not exist",
-                    field="run",
-                    hint=f"create {target} in the skill folder or fix the path",
-                )
-            )
-    return problems
 
 
 def load_folder(root: Path, source: SkillSource, stamp: tuple[int, ...] | None = None) -> FolderSkill:

@@ -1,0 +1,223 @@
+"""Checking a skill folder against SPEC 3: every violation, with where and how to fix it.
+
+Lenient mode (what loading uses) reports spec violations that do not stop a skill from working
+as warnings; strict mode (`orchestrator skills validate`) reports them as errors. The checks
+run on the raw YAML too, so a field error in one place never hides a violation elsewhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ._yaml import YAMLError, describe_yaml_error, load_yaml
+from .contract import KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
+from .errors import Problem
+
+__all__ = ["check_folder", "inside", "read_front_matter"]
+
+_HINTS = {
+    "name": "use 1-64 lowercase letters, digits and single hyphens, equal to the folder name",
+    "description": "say what the skill does and when to use it, in 1-1024 characters",
+    "compatibility": "keep compatibility under 500 characters",
+    "metadata": "metadata is a map of string keys to string values",
+    "timeout": "give seconds between 0 and 3600",
+    "memory_mb": "give MiB between 16 and 16384",
+    "max_output_bytes": "give bytes between 1024 and 64000000",
+}
+
+
+def read_front_matter(path: Path) -> tuple[str, int]:
+    """The raw front matter of SKILL.md and the line where the body starts (1-based).
+
+    Reads line by line and stops at the closing `---`: the body is not read at start-up.
+    """
+    with path.open(encoding="utf-8") as fh:
+        if fh.readline().strip() != "---":
+            raise ValueError("SKILL.md must start with a '---' line opening the YAML front matter")
+        lines: list[str] = []
+        for number, line in enumerate(fh, start=2):
+            if line.rstrip("\r\n") == "---":
+                return "".join(lines), number + 1
+            lines.append(line)
+    raise ValueError("the front matter is never closed: add a '---' line after it")
+
+
+def inside(root: Path, rel: str) -> Path | None:
+    """`root/rel` if it stays inside `root` once links are followed (a cheap check first)."""
+    if not rel.startswith("/") and ".." not in rel.split("/"):
+        candidate = root / rel
+        if not candidate.is_symlink() and not candidate.parent.is_symlink():
+            return candidate
+    target = (root / rel).resolve()
+    return target if target.is_relative_to(root.resolve()) else None
+
+
+def _hint(loc: str, kind: str) -> str:
+    top = loc.split(".")[0]
+    if top in _HINTS:
+        return _HINTS[top]
+    if kind == "extra_forbidden":
+        return "remove the key or check its spelling against SPEC section 3"
+    if top == "run":
+        return "write e.g. `run: {python: impl:main}` or `run: {script: scripts/run.py}`"
+    if kind == "missing":
+        return f"add `{loc}`"
+    return "see SPEC section 3 for this field"
+
+
+def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after"))
+        problems.append(Problem(path, err["msg"], field=loc, hint=_hint(loc, err["type"])))
+    return problems
+
+
+def _check_name(root: Path, skill_md: Path, name: Any, soft: str) -> list[Problem]:
+    if not isinstance(name, str) or not name:
+        return []  # missing / wrong type: the model's own error says so
+    problems = []
+    if not (name.isascii() and all(c.isalnum() or c in "-_" for c in name)) or len(name) > 64:
+        problems.append(Problem(skill_md, f"name '{name}' cannot be a tool name", field="name", hint=_HINTS["name"]))
+    elif not NAME_PATTERN.match(name):
+        message = f"name '{name}' is not lowercase-hyphen form"
+        problems.append(Problem(skill_md, message, field="name", severity=soft, hint=_HINTS["name"]))
+    if name != root.name:
+        problems.append(
+            Problem(
+                skill_md,
+                f"name '{name}' differs from the folder name '{root.name}'",
+                field="name",
+                severity=soft,
+                hint="rename the folder or the skill",
+            )
+        )
+    return problems
+
+
+def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Problem]]:
+    skill_md = root / "SKILL.md"
+    soft = "error" if strict else "warning"
+    try:
+        raw, _ = read_front_matter(skill_md)
+        data = load_yaml(raw) or {}
+        if not isinstance(data, dict):
+            raise ValueError("the front matter must be a YAML mapping (key: value lines)")
+    except FileNotFoundError:
+        return None, [Problem(skill_md, "SKILL.md is missing", hint="every skill folder needs a SKILL.md")]
+    except YAMLError as exc:
+        message = f"front matter is not valid YAML {describe_yaml_error(exc, line_offset=1)}"
+        return None, [Problem(skill_md, message, hint="fix the YAML (quote values that contain ': ' or '[')")]
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, [Problem(skill_md, str(exc), hint="see SPEC section 3 for the SKILL.md layout")]
+    problems = [
+        Problem(
+            skill_md,
+            f"unknown front-matter key '{key}'",
+            field=key,
+            severity=soft,
+            hint="the Agent Skills spec allows name, description, license, compatibility, metadata, "
+            "allowed-tools; put anything else under metadata",
+        )
+        for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS)
+    ]
+    known = {k: v for k, v in data.items() if k in KNOWN_FRONT_MATTER_KEYS}
+    if isinstance(known.get("metadata"), dict):
+        known["metadata"] = {str(k): v if isinstance(v, str) else str(v) for k, v in known["metadata"].items()}
+    front = None
+    try:
+        front = FrontMatter.model_validate(known)
+    except ValidationError as exc:
+        problems.extend(_from_validation(skill_md, exc))
+    if not any(p.field == "name" for p in problems):
+        problems.extend(_check_name(root, skill_md, data.get("name"), soft))
+    return front, problems
+
+
+def _check_contract(root: Path, strict: bool) -> tuple[SkillContract | None, list[Problem]]:
+    path = root / "skill.yaml"
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, []
+    except YAMLError as exc:
+        return None, [Problem(path, f"not valid YAML {describe_yaml_error(exc)}", hint="fix the YAML")]
+    except UnicodeDecodeError as exc:
+        return None, [Problem(path, f"not UTF-8 text: {exc}", hint="save skill.yaml as UTF-8")]
+    if not isinstance(data, dict):
+        return None, [Problem(path, "skill.yaml must be a YAML mapping", hint="see SPEC section 3 for skill.yaml")]
+    contract = None
+    problems: list[Problem] = []
+    try:
+        contract = SkillContract.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(_from_validation(path, exc))
+    problems.extend(_check_schemas(path, data, strict))
+    problems.extend(_check_run(root, path, data))
+    return contract, problems
+
+
+def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Problem]:
+    problems = []
+    for key in ("inputs", "outputs"):
+        schema = data.get(key)
+        if schema is None or not isinstance(schema, dict):
+            continue  # absent is fine; a non-mapping is the model's own error
+        if schema.get("type") != "object":
+            message, hint = f"{key} must be a JSON Schema with type: object", f"start {key} with `type: object`"
+            problems.append(Problem(path, message, field=key, hint=hint))
+        elif strict:  # the meta-schema check costs ~1 ms a skill: `validate` does it, loading does not
+            from ._schema import schema_problem
+
+            if message := schema_problem(schema):
+                problems.append(
+                    Problem(path, f"{key} is not a valid JSON Schema: {message}", field=key, hint="see json-schema.org")
+                )
+    return problems
+
+
+def _check_run(root: Path, path: Path, data: dict[str, Any]) -> list[Problem]:
+    run = data.get("run")
+    problems = []
+    if (isinstance(run, dict) and run.get("prompt")) or data.get("model"):
+        problems.append(
+            Problem(
+                path,
+                "prompt skills and `model:` need a model provider, which this server does not have yet",
+                field="run.prompt" if isinstance(run, dict) and run.get("prompt") else "model",
+                hint="use run: python or run: script, or wait for model support",
+            )
+        )
+    if not isinstance(run, dict):
+        return problems
+    python, script = run.get("python"), run.get("script")
+    if isinstance(python, str) and ":" not in python:
+        message = f"run.python '{python}' must be 'module:function'"
+        problems.append(
+            Problem(path, message, field="run.python", hint="e.g. `python: impl:main` for main() in impl.py")
+        )
+        return problems
+    target = python.partition(":")[0].replace(".", "/") + ".py" if isinstance(python, str) else script
+    if not isinstance(target, str) or not target:
+        return problems
+    found = inside(root, target)
+    if found is None:
+        message, hint = f"'{target}' is outside the skill folder", "keep implementation files inside the skill folder"
+        problems.append(Problem(path, message, field="run", hint=hint))
+    elif not found.is_file():
+        problems.append(
+            Problem(path, f"'{target}' does not exist", field="run", hint=f"create {target} in the skill folder")
+        )
+    return problems
+
+
+def check_folder(root: Path, *, strict: bool = False) -> tuple[FrontMatter | None, SkillContract | None, list[Problem]]:
+    """Read and check one skill folder; every violation found is returned, none raised."""
+    front, problems = _check_front(root, strict)
+    if front is None and problems and problems[0].message.startswith(("SKILL.md is missing", "front matter is not")):
+        return None, None, problems
+    contract, contract_problems = _check_contract(root, strict)
+    return front, contract, problems + contract_problems
