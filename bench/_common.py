@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -163,3 +164,20 @@ def ratio_line(name: str, value: float, budget: float, detail: str = "") -> str:
     tail = f" {detail}" if detail else ""
     shown = f"{value:.3f}" if 0.1 <= value < 10 else f"{value:.3g}"  # 1.304, not a misleading 1.3
     return f"RATIO {name} {shown} (budget <= {budget:g}) {verdict(value <= budget)}{tail}"
+
+
+class ServerClock:
+    """Outermost server middleware recording the server-side time of each request of one method."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.samples: list[float] = []
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method != self.method:
+            return await call_next(ctx)
+        start = time.perf_counter()
+        try:
+            return await call_next(ctx)
+        finally:
+            self.samples.append(time.perf_counter() - start)

@@ -16,7 +16,6 @@ import argparse
 import cProfile
 import io
 import pstats
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypedDict
 
@@ -24,7 +23,6 @@ import _common as c
 import anyio
 from mcp import Client
 from mcp.server import MCPServer
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import CallToolResult
 
 from mcp_server import OrchestratorServer, create_server
@@ -49,22 +47,6 @@ def bare_server() -> MCPServer:
     return mcp
 
 
-class ServerClock:
-    """Outermost server middleware recording the server-side time of each tools/call."""
-
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method != "tools/call":
-            return await call_next(ctx)
-        start = time.perf_counter()
-        try:
-            return await call_next(ctx)
-        finally:
-            self.samples.append(time.perf_counter() - start)
-
-
 def caller(client: Client, name: str) -> Callable[[], Awaitable[CallToolResult]]:
     async def call() -> CallToolResult:
         result = await client.call_tool(name, ARGS)
@@ -76,7 +58,7 @@ def caller(client: Client, name: str) -> Callable[[], Awaitable[CallToolResult]]
 
 
 async def measure_era(mode: str, subject: OrchestratorServer, reference: MCPServer, reps: int) -> dict[str, Any]:
-    clocks = ServerClock(), ServerClock()
+    clocks = c.ServerClock("tools/call"), c.ServerClock("tools/call")
     servers = (subject, reference)
     for server, clock in zip(servers, clocks, strict=True):
         server._lowlevel_server.middleware.insert(0, clock)

@@ -22,7 +22,6 @@ from typing import Any
 import _common as c
 import anyio
 from mcp import Client
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import ListToolsResult
 from mcp_types import methods as wire_methods
 
@@ -33,22 +32,6 @@ RATIO_BUDGET = 3.0
 LOAD_BUDGET = 0.300
 ERAS = (("2026-07-28", "auto"), ("handshake", "legacy"))
 VERSIONS = {"2026-07-28": "2026-07-28", "handshake": "2025-11-25"}
-
-
-class ServerClock:
-    """Outermost server middleware recording how long each tools/list takes inside the server."""
-
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method != "tools/list":
-            return await call_next(ctx)
-        start = time.perf_counter()
-        try:
-            return await call_next(ctx)
-        finally:
-            self.samples.append(time.perf_counter() - start)
 
 
 def load_catalog(folder: Path) -> Catalog:
@@ -82,7 +65,7 @@ class EraResult:
 async def measure_era(
     era: str, mode: str, big: OrchestratorServer, small: OrchestratorServer, reps: int, profile: bool
 ) -> EraResult:
-    clocks = ServerClock(), ServerClock()
+    clocks = c.ServerClock("tools/list"), c.ServerClock("tools/list")
     for server, clock in zip((big, small), clocks, strict=True):
         server._lowlevel_server.middleware.insert(0, clock)
     try:

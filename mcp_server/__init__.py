@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("mcp-orchestrator")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
+from ._version import __version__  # a constant, not importlib.metadata: ~30 ms off every start
 
 if TYPE_CHECKING:
     from .app import OrchestratorServer, create_server

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import anyio
@@ -23,6 +24,7 @@ async def test_mcp_run_serves_the_catalog_from_the_server_file(home: Path) -> No
     with anyio.fail_after(60):
         async with Client(params, mode="legacy") as client:
             assert client.server_info is not None and client.server_info.name == "orchestrator"
+            assert client.server_info.version == version("mcp-orchestrator")
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert tools["list-files"].input_schema["properties"]["directory"]["type"] == "string"
             result = await client.call_tool("list-files", {"directory": str(REPO / "mcp_server"), "pattern": "*.py"})
