@@ -13,7 +13,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.lowlevel.helper_types import ReadResourceContents
@@ -55,8 +55,12 @@ from skills import (
 from skills._schema import check_arguments
 
 from . import __version__
+from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file
 from ._results import error_result, to_result
+
+if TYPE_CHECKING:
+    from pipelines.service import PipelineService
 
 __all__ = ["OrchestratorServer", "create_server"]
 
@@ -74,10 +78,18 @@ INSTRUCTIONS = (
 class OrchestratorServer(MCPServer):
     """An MCP server that publishes a Catalog."""
 
-    def __init__(self, catalog: Catalog, *, home: Home | None = None, watch: bool = False) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        home: Home | None = None,
+        watch: bool = False,
+        pipelines: PipelineService | None = None,
+    ) -> None:
         super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
         self.catalog = catalog
         self.home = home
+        self.pipelines = pipelines
         self.watch = watch
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
@@ -118,17 +130,28 @@ class OrchestratorServer(MCPServer):
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
         tools = [_tool_of(skill) for skill in self.catalog]
+        if self.pipelines is not None:
+            tools += [meta.tool for meta in META_TOOLS.values()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
         skill = self.catalog.find(name)
+        if skill is None and name in META_TOOLS:
+            return META_TOOLS[name].tool.input_schema
         return None if skill is None else skill.input_schema
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult:
         skill = self.catalog.find(name)
+        if skill is None and name in META_TOOLS and self.pipelines is not None:
+            meta = META_TOOLS[name]
+            try:
+                check_arguments(name, meta.tool.input_schema, arguments)
+            except SkillsError as exc:
+                return error_result(exc)
+            return await meta.handler(self.pipelines, arguments)
         if skill is None:
             raise ToolError(str(self.catalog.unknown(name)))
         try:
@@ -165,6 +188,16 @@ class OrchestratorServer(MCPServer):
             )
             for skill in self.catalog
             if skill.root is not None
+        ] + [
+            MCPResource(
+                uri=f"pipeline://{skill.name}",
+                name=f"pipeline {skill.name}",
+                title=f"{skill.title or skill.name} (pipeline YAML)",
+                description=f"Source of the pipeline {skill.name}; its graph is pipeline://{skill.name}/graph.",
+                mime_type="application/yaml",
+            )
+            for skill in self.catalog
+            if skill.kind == "pipeline"
         ]
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
@@ -174,13 +207,31 @@ class OrchestratorServer(MCPServer):
                 name="skill-file",
                 title="A file bundled with a skill",
                 description="SKILL.md or any bundled file (references/, scripts/, assets/) of a skill.",
-            )
+            ),
+            MCPResourceTemplate(
+                uri_template="pipeline://{id}/graph",
+                name="pipeline-graph",
+                title="A pipeline's graph (Mermaid)",
+                description="The compiled control flow of a pipeline as a Mermaid flowchart.",
+                mime_type="text/vnd.mermaid",
+            ),
+            MCPResourceTemplate(
+                uri_template="run://{run_id}/{path}",
+                name="run-artifact",
+                title="A file a pipeline run wrote",
+                description="Artifacts of a run (pipelines/<id>/runs/<run_id>/ in the home).",
+            ),
         ]
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Iterable[ReadResourceContents]:
         text = str(uri)
+        if text.startswith(("pipeline://", "run://")) and self.pipelines is not None:
+            content, mime = read_pipeline_resource(self.pipelines, text)
+            return [ReadResourceContents(content=content, mime_type=mime)]
         if not text.startswith("skill://"):
-            raise ResourceNotFoundError(f"unknown resource {text}: this server serves skill://<name>/<path>")
+            raise ResourceNotFoundError(
+                f"unknown resource {text}: this server serves skill://, pipeline:// and run:// resources"
+            )
         name, _, rel = text[len("skill://") :].partition("/")
         skill = self.catalog.find(name)
         if skill is None or skill.root is None:
@@ -297,12 +348,15 @@ class OrchestratorServer(MCPServer):
                     registry_changed = True
                     continue
                 for root, provider in by_path.items():
-                    if path.is_relative_to(root) and provider not in touched:
+                    relevant = getattr(provider, "relevant", None)
+                    if path.is_relative_to(root) and provider not in touched and (relevant is None or relevant(path)):
                         touched.append(provider)
             try:
                 if registry_changed and self.home is not None:
                     await self.catalog.set_enabled(self.home.enabled_overrides())
                 if touched:
+                    if self.pipelines is not None:  # pipelines are re-verified against the skills they call
+                        touched += [p for p in self.pipelines.sources if p not in touched]
                     await self.catalog.refresh(touched)
                     if self.home is not None:
                         self.home.record(self.catalog)
@@ -356,6 +410,7 @@ def create_server(
     skill_dirs: Sequence[str | Path] = (),
     watch: bool = False,
     builtin: bool = True,
+    pipelines: bool = True,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins)."""
     home = home if isinstance(home, Home) else Home.resolve(home)
@@ -371,7 +426,12 @@ def create_server(
             continue
         providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
     catalog = Catalog(providers, enabled=home.enabled_overrides())
+    service = None
+    if pipelines:
+        from pipelines.service import PipelineService
+
+        service = PipelineService(home, catalog, examples=builtin)
     home.record(catalog)
     for problem in catalog.problems():
         log.error("not published: %s", problem.error)
-    return OrchestratorServer(catalog, home=home, watch=watch)
+    return OrchestratorServer(catalog, home=home, watch=watch, pipelines=service)

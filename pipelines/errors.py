@@ -1,0 +1,103 @@
+"""Errors of the pipelines package.
+
+Two families, kept apart on purpose (as in `skills.errors`): the user's mistakes in a pipeline
+file carry a location and a hint and are found before anything runs; runtime failures say what
+went wrong while a run was under way.
+
+    PipelineError                  base: message + hint
+    ├── ExpressionError            a `{{ }}` expression that fails to parse or render, or that
+    │                              breaks the sandbox (names the expression)
+    ├── VerificationError          a pipeline file with problems; carries every `Issue` at once
+    ├── StepFailed                 a step failed at run time (names the step)
+    └── RunCancelled               the run was cancelled by the client or the user
+
+`Issue` is not an exception: it is one problem found by the verifier, rendered as
+`file:line:col: severity: message (hint: ...)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ExpressionError",
+    "Issue",
+    "PipelineError",
+    "RunCancelled",
+    "StepFailed",
+    "VerificationError",
+]
+
+
+class PipelineError(Exception):
+    """Base of every error the pipelines package raises on purpose."""
+
+    message: str
+    hint: str = ""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+
+class ExpressionError(PipelineError):
+    """A `{{ }}` expression that cannot be parsed or rendered, or that the sandbox refused.
+
+    `expression` is the source text (with its braces when it had them) so the verifier and the
+    runtime can quote it next to the step that holds it; `line` is the 1-based line within that
+    text when Jinja reports one (multi-line block scalars), else None.
+    """
+
+    expression: str = ""
+    line: int | None = None
+
+    def __init__(self, message: str, *, hint: str = "", expression: str = "", line: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.expression = expression
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem the verifier found: where it is, what is wrong, and how to fix it."""
+
+    file: str
+    line: int
+    col: int
+    message: str
+    hint: str = ""
+    severity: Literal["error", "warning"] = "error"
+    code: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class VerificationError(PipelineError):
+    """A pipeline file with one or more problems; all of them are in `issues`, in file order."""
+
+    issues: list[Issue]
+
+    def __init__(self, message: str, *, hint: str = "", issues: list[Issue] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.issues = list(issues or [])
+
+
+class StepFailed(PipelineError):
+    """A step failed while the pipeline ran; `step_id` names it for progress, logs and resume."""
+
+    step_id: str
+
+    def __init__(self, message: str, *, hint: str = "", step_id: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.step_id = step_id
+
+
+class RunCancelled(PipelineError):
+    """The run was cancelled; finished steps stay checkpointed so it can be resumed."""

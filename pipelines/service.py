@@ -1,0 +1,183 @@
+"""The pipelines of one home: their sources, runs, checkpoints, history, validation and registration.
+
+`PipelineService` is what the server (and the CLI) use: it adds the pipeline sources to the
+Catalog, runs a pipeline under a new run id with its SQLite checkpointer, records the run, and
+resumes a failed, cancelled or killed run without re-running its finished steps.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from skills import Catalog, Home, SkillContext, SkillRunError
+
+from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .runs import RunRecord, RunStore
+from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
+from .spec import PipelineSpec
+
+__all__ = ["PipelineService"]
+
+log = logging.getLogger("pipelines.service")
+
+
+class PipelineService:
+    """Pipelines of one home, attached to one Catalog."""
+
+    def __init__(self, home: Home, catalog: Catalog, *, examples: bool = True) -> None:
+        self.home = home
+        self.catalog = catalog
+        self.store = RunStore(home.state_db)
+        self.sources: list[PipelineSource] = []
+        if examples:
+            self.sources.append(PipelineSource(EXAMPLES_DIR, "builtin", label="builtin pipelines"))
+        self.sources.append(PipelineSource(home.pipelines_dir, "home", label=f"pipelines ({home.pipelines_dir})"))
+        for source in self.sources:
+            source.catalog = catalog
+            source.runner = self.run
+            source.others = self.specs
+        for source in self.sources:
+            catalog.add_provider(source)
+        self._saver: Any = None
+        self._saver_stack: AsyncExitStack | None = None
+        self._saver_users = 0
+        self._saver_lock = anyio.Lock()
+
+    def specs(self) -> dict[str, PipelineSpec]:
+        """Every published pipeline by id (later sources win, as in the Catalog)."""
+        out: dict[str, PipelineSpec] = {}
+        for source in self.sources:
+            if source._loaded:
+                out.update({s.spec.id: s.spec for s in source._skills.values()})
+        return out
+
+    def pipeline(self, pipeline_id: str) -> PipelineSkill:
+        skill = self.catalog.find(pipeline_id)
+        if not isinstance(skill, PipelineSkill):
+            raise PipelineError(f"no pipeline named '{pipeline_id}'", hint="`orchestrator pipelines list` shows them")
+        return skill
+
+    # -- running ---------------------------------------------------------------------------------
+    def artifact_dir(self, pipeline_id: str, run_id: str) -> Path:
+        return self.home.pipelines_dir / pipeline_id / "runs" / run_id
+
+    async def run(
+        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, *, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """Run a pipeline under a new run id; failures say how to resume."""
+        run_id = run_id or new_run_id()
+        artifacts = self.artifact_dir(skill.name, run_id)
+        await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
+        return await self._drive(skill, inputs, ctx, run_id, resume=False)
+
+    async def resume(self, run_id: str, ctx: SkillContext) -> dict[str, Any]:
+        """Continue a run that failed, was cancelled or whose process died."""
+        record = await self._store(self.store.get, run_id)
+        if record is None:
+            raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
+        if record.status == "succeeded":
+            raise PipelineError(f"run {run_id} already succeeded", hint="start a new run instead")
+        skill = self.pipeline(record.pipeline)
+        await self._store(self.store.resumed, run_id)
+        return await self._drive(skill, record.inputs, ctx, run_id, resume=True)
+
+    async def _drive(
+        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, run_id: str, *, resume: bool
+    ) -> dict[str, Any]:
+        from .runtime import run_pipeline
+
+        artifacts = self.artifact_dir(skill.name, run_id)
+        await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {skill.name}, run {run_id}")
+        try:
+            compiled = skill.compiled()
+            async with self._checkpointer() as saver:
+                result = await run_pipeline(
+                    compiled,
+                    inputs,
+                    catalog=self.catalog,
+                    ctx=ctx,
+                    run_id=run_id,
+                    artifact_dir=artifacts,
+                    checkpointer=saver,
+                    resume=resume,
+                )
+        except PipelineError as exc:
+            step = exc.step_id if isinstance(exc, StepFailed) else None
+            await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
+            raise describe_failure(exc, run_id) from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._store(functools.partial(self.store.finish, run_id, "cancelled", error="cancelled"))
+            raise
+        await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
+        return result
+
+    @staticmethod
+    async def _store(fn: Any, *args: Any) -> Any:
+        # In a worker thread: a write waiting on SQLite's lock must not stall the event loop,
+        # or the checkpointer that holds the lock (on this loop) could never commit.
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    @asynccontextmanager
+    async def _checkpointer(self) -> AsyncIterator[Any]:
+        """One SQLite checkpointer shared by the runs under way (a pipeline calling another
+        pipeline runs inside its parent's run; two connections would lock each other out)."""
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with self._saver_lock:
+            if self._saver_users == 0:
+                self._saver_stack = AsyncExitStack()
+                self._saver = await self._saver_stack.enter_async_context(
+                    AsyncSqliteSaver.from_conn_string(str(self.home.state_db))
+                )
+            self._saver_users += 1
+        try:
+            yield self._saver
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self._saver_lock:
+                    self._saver_users -= 1
+                    if self._saver_users == 0 and self._saver_stack is not None:
+                        await self._saver_stack.aclose()
+                        self._saver = self._saver_stack = None
+
+    def runs(self, limit: int = 50, pipeline: str | None = None) -> list[RunRecord]:
+        return self.store.list(limit, pipeline)
+
+    # -- validation and registration ---------------------------------------------------------------
+    def check(self, text: str, file: str = "<pipeline>") -> tuple[PipelineSpec | None, list[Issue]]:
+        """Every issue of a pipeline text against this server's Catalog and pipelines."""
+        from .verify import check_text
+
+        return check_text(text, file, catalog=self.catalog, pipelines=self.specs())
+
+    async def register(self, text: str, *, overwrite: bool = False) -> PipelineSkill:
+        """Validate, save into the home's pipelines/, and publish at once."""
+        spec, issues = self.check(text, "<register_pipeline>")
+        errors = [i for i in issues if i.severity == "error"]
+        if spec is None or errors:
+            raise VerificationError(f"{len(errors)} problem(s) in the pipeline", issues=issues)
+        existing = self.catalog.find(spec.id)
+        target = self.home.pipelines_dir / f"{spec.id}.yaml"
+        if existing is not None and not isinstance(existing, PipelineSkill):
+            raise PipelineError(f"'{spec.id}' is already the name of a {existing.kind} skill", hint="choose another id")
+        if target.exists() and not overwrite:
+            raise PipelineError(
+                f"a pipeline '{spec.id}' is already registered", hint="pass overwrite: true to replace it"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        await self.catalog.refresh([s for s in self.sources if s.source == "home"])
+        skill = self.catalog.find(spec.id)
+        if not isinstance(skill, PipelineSkill):
+            problems = [str(p.error) for p in self.catalog.problems() if p.path == target]
+            raise SkillRunError(f"pipeline saved to {target} but not published: {'; '.join(problems)}")
+        return skill

@@ -1,0 +1,225 @@
+"""Pipelines in the Catalog: each pipeline file is a Skill, published like any other.
+
+`PipelineSource` is the Catalog provider for a folder of `*.yaml` pipelines (the built-in
+examples, the home's `pipelines/`). Files are parsed and verified when they change; a broken
+file is reported and not published while the others keep working. The LangGraph graph is
+compiled on the first run (LangGraph's import is kept off the server's start-up) and cached
+until the file changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skills import DefinitionError, LoadProblem, Problem, SkillContext, SkillRunError, SkillSource
+
+from ._yamlmap import SourceMap
+from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .loader import load_spec_file
+from .spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from skills import Catalog
+
+    from .compiler import CompiledPipeline
+
+__all__ = ["EXAMPLES_DIR", "PipelineSkill", "PipelineSource", "issues_as_problems"]
+
+log = logging.getLogger("pipelines.source")
+
+EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
+
+
+def issues_as_problems(path: Path, issues: Iterable[Issue]) -> list[Problem]:
+    """Verifier issues in the skills core's Problem form (for the Catalog's problem list)."""
+    return [
+        Problem(path, f"line {i.line}, column {i.col}: {i.message}", hint=i.hint, severity=i.severity) for i in issues
+    ]
+
+
+class PipelineSkill:
+    """A verified pipeline as a Skill: its id is the tool name, its inputs the input schema."""
+
+    kind = "pipeline"
+
+    def __init__(self, spec: PipelineSpec, file: Path, source: SkillSource, host: PipelineSource) -> None:
+        self.spec = spec
+        self.file = file
+        self._source: SkillSource = source
+        self._host = host
+        self._compiled: CompiledPipeline | None = None
+        self.warnings: list[Issue] = []
+
+    @property
+    def name(self) -> str:
+        return self.spec.id
+
+    @property
+    def title(self) -> str | None:
+        return self.spec.name
+
+    @property
+    def description(self) -> str:
+        from .describe import help_text
+
+        head = self.spec.description.strip() or f"Pipeline {self.spec.id}."
+        return f"{head}\n\n{help_text(self.spec, description=False)}"
+
+    @property
+    def source(self) -> SkillSource:
+        return self._source
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self._schemas[0]
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return self._schemas[1]
+
+    @property
+    def _schemas(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        cached = self.__dict__.get("_schema_cache")
+        if cached is None:
+            cached = self.__dict__["_schema_cache"] = (self.spec.input_schema(), self.spec.output_schema())
+        return cached
+
+    @property
+    def annotations(self) -> dict[str, Any] | None:
+        return {"title": self.spec.name} if self.spec.name else None
+
+    @property
+    def root(self) -> Path | None:
+        return None
+
+    def body(self) -> str:
+        return self.file.read_text(encoding="utf-8")
+
+    def files(self) -> list[str]:
+        return []
+
+    def compiled(self) -> CompiledPipeline:
+        if self._compiled is None:
+            from .compiler import compile_pipeline
+
+            self._compiled = compile_pipeline(self.spec)
+        return self._compiled
+
+    def defaults(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Arguments with the inputs' defaults filled in."""
+        filled = {n: p["default"] for n, p in self.spec.all_inputs().items() if "default" in p}
+        filled.update(arguments)
+        return filled
+
+    async def run(self, arguments: dict[str, Any], ctx: SkillContext) -> Any:
+        return await self._host.execute(self, self.defaults(arguments), ctx)
+
+
+class PipelineSource:
+    """Every `*.yaml` / `*.yml` pipeline in one folder, as Skills."""
+
+    def __init__(self, root: Path, source: SkillSource, label: str | None = None) -> None:
+        self.root = root
+        self.source: SkillSource = source
+        self.label = label or f"pipelines ({root})"
+        self.catalog: Catalog | None = None
+        """Set by whoever registers the source: unknown skills are checked against it."""
+        self.runner: Callable[[PipelineSkill, dict[str, Any], SkillContext], Any] | None = None
+        """Runs a pipeline (set by the server: it owns the home, checkpoints and run history)."""
+        self.others: Callable[[], dict[str, PipelineSpec]] = dict
+        """All pipelines known to the server (for calls between pipelines and cycle checks)."""
+        self._skills: dict[Path, PipelineSkill] = {}
+        self._stamps: dict[Path, tuple[int, int]] = {}
+        self._maps: dict[Path, SourceMap] = {}
+        self._problems: list[LoadProblem] = []
+        self._loaded = False
+
+    def skills(self) -> list[Any]:
+        if not self._loaded:
+            self.refresh()
+        return list(self._skills.values())
+
+    def problems(self) -> list[LoadProblem]:
+        if not self._loaded:
+            self.refresh()
+        return list(self._problems)
+
+    def watch_paths(self) -> list[Path]:
+        return [self.root] if self.root.is_dir() else []
+
+    def relevant(self, path: Path) -> bool:
+        """Only pipeline files directly in the folder matter (not run artifacts below it)."""
+        return path.parent == self.root and path.suffix in (".yaml", ".yml")
+
+    def specs(self) -> dict[str, PipelineSpec]:
+        return {s.spec.id: s.spec for s in self.skills()}
+
+    def refresh(self) -> bool:
+        """Re-read changed files, then verify every pipeline (skills they call may have changed)."""
+        self._loaded = True
+        files = (
+            sorted(p for p in self.root.glob("*.y*ml") if p.suffix in (".yaml", ".yml")) if self.root.is_dir() else []
+        )
+        parsed: dict[Path, PipelineSpec] = {}
+        problems: list[LoadProblem] = []
+        for file in files:
+            stat = file.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            old = self._skills.get(file)
+            if old is not None and self._stamps.get(file) == stamp:
+                parsed[file] = old.spec
+                continue
+            try:
+                parsed[file], self._maps[file] = load_spec_file(file)
+            except VerificationError as exc:
+                problems.append(_problem(self.label, file, exc.issues))
+                continue
+            self._stamps[file] = stamp
+        skills: dict[Path, PipelineSkill] = {}
+        known = {**self.others(), **{spec.id: spec for spec in parsed.values()}}
+        for file, spec in parsed.items():
+            issues = self._verify(file, spec, known)
+            errors = [i for i in issues if i.severity == "error"]
+            if errors:
+                problems.append(_problem(self.label, file, issues))
+                continue
+            old = self._skills.get(file)
+            skill = old if old is not None and old.spec is spec else PipelineSkill(spec, file, self.source, self)
+            skill.warnings = issues
+            skills[file] = skill
+        changed = [id(s) for s in skills.values()] != [id(s) for s in self._skills.values()]
+        changed = changed or [p.error.message for p in problems] != [p.error.message for p in self._problems]
+        self._skills, self._problems = skills, problems
+        return changed
+
+    def _verify(self, file: Path, spec: PipelineSpec, known: dict[str, PipelineSpec]) -> list[Issue]:
+        from .verify import verify
+
+        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known)
+
+    async def execute(self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext) -> Any:
+        if self.runner is None:
+            raise SkillRunError(f"pipeline '{skill.name}' cannot run: no runner is attached")
+        return await self.runner(skill, inputs, ctx)
+
+
+def _problem(label: str, file: Path, issues: list[Issue]) -> LoadProblem:
+    return LoadProblem(label, file, DefinitionError(file, issues_as_problems(file, issues)))
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def describe_failure(exc: PipelineError, run_id: str) -> SkillRunError:
+    """A run failure as a client-facing error that says how to resume."""
+    step = f" at step '{exc.step_id}'" if isinstance(exc, StepFailed) and exc.step_id else ""
+    hint = exc.hint + "; " if exc.hint else ""
+    return SkillRunError(
+        f"run {run_id} failed{step}: {exc.message}",
+        hint=f"{hint}after fixing, resume it with `orchestrator runs resume {run_id}` (finished steps are kept)",
+    )

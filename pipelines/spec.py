@@ -1,0 +1,253 @@
+"""The pipeline file format (SPEC 4) as pydantic models; the field docstrings are its reference.
+
+A pipeline is a YAML file: `id` (its tool name), `inputs`, optional `state`, `steps` and
+`outputs`. A step calls a skill, loops (`for`, `while`), branches (`if` / `elif` / `else`) or
+groups nested `steps`. Every model keeps `path`, its place in the file, for error positions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "ElifBranch",
+    "ForSpec",
+    "IfSpec",
+    "PipelineSpec",
+    "RetrySpec",
+    "StepKind",
+    "StepSpec",
+    "WhileSpec",
+]
+
+StepKind = Literal["skill", "for", "while", "if", "group"]
+STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PIPELINE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+DEFAULT_MAX_ITERATIONS = 100
+Path_ = tuple[str | int, ...]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+
+class RetrySpec(_Model):
+    """Run a failing step again."""
+
+    attempts: int = Field(default=3, ge=1, le=20)
+    """Total attempts, the first included."""
+    backoff: float = Field(default=0.0, ge=0, le=300)
+    """Seconds before the second attempt, doubled before each further one."""
+
+
+class ForSpec(_Model):
+    """Run the step (its `skill`, or its nested `steps`) once per item."""
+
+    items: Any
+    """The list to loop over, usually an expression: `"{{ files.paths }}"`."""
+    variable: str = "item"
+    """Name of the loop variable; `loop.index` (1-based), `loop.index0`, `loop.first`,
+    `loop.last` and `loop.length` are in scope too."""
+    parallel: bool = False
+    """Run items concurrently (results still come back in item order)."""
+    max_parallel: int | None = Field(default=None, ge=1, le=1000)
+    """At most this many items at once when `parallel` (default: 16)."""
+
+    @field_validator("variable")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not STEP_ID.match(value):
+            raise ValueError(f"variable '{value}' must be a name usable in expressions (letters, digits, _)")
+        return value
+
+
+class WhileSpec(_Model):
+    """Repeat the nested `steps` while `condition` is true."""
+
+    condition: str
+    """Checked before each iteration; `loop.index` counts iterations from 1."""
+    max_iterations: int | None = Field(default=None, ge=1, le=100_000)
+    """Hard stop; required in spirit: when omitted the cap is 100 and verification warns."""
+
+
+class ElifBranch(_Model):
+    """One `elif` branch: taken when no earlier branch was and `condition` is true."""
+
+    condition: str
+    then: list[StepSpec] = Field(default_factory=list)
+
+
+class IfSpec(_Model):
+    """The `if` of a branching step; `elif:` and `else:` sit beside `if:` on the step."""
+
+    condition: str
+    then: list[StepSpec] = Field(default_factory=list)
+
+
+class StepSpec(_Model):
+    """One step of a pipeline."""
+
+    id: str
+    """Unique in the pipeline; later expressions read this step's output as `{{ <id> }}`."""
+    name: str | None = None
+    description: str | None = None
+    skill: str | None = None
+    """Skill, imported tool or pipeline to call."""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    """Arguments of the skill; strings may hold `{{ }}` expressions."""
+    condition: str | None = None
+    """When false, the step is skipped and its output is null."""
+    for_: ForSpec | None = Field(default=None, alias="for")
+    while_: WhileSpec | None = Field(default=None, alias="while")
+    if_: IfSpec | None = Field(default=None, alias="if")
+    elif_: list[ElifBranch] = Field(default_factory=list, alias="elif")
+    else_: list[StepSpec] | None = Field(default=None, alias="else")
+    steps: list[StepSpec] | None = None
+    """Nested steps: the body of a `for` or `while`, or a plain group."""
+    state: dict[str, Any] = Field(default_factory=dict)
+    """State assignments run after the step, in scope of its output."""
+    model: str | None = None
+    """Model role or id for model-backed skills."""
+    timeout: float | None = Field(default=None, gt=0, le=86_400)
+    """Seconds one attempt of the step may take."""
+    retry: RetrySpec | None = None
+    on_error: Literal["fail", "continue"] = "fail"
+    """`continue` records `{error: ..., step: ...}` as the step's output and goes on."""
+    path: Path_ = Field(default=(), exclude=True)
+    """Where the step is in the file (set by the loader)."""
+
+    @field_validator("id")
+    @classmethod
+    def _step_id(cls, value: str) -> str:
+        if not STEP_ID.match(value):
+            raise ValueError(f"step id '{value}' must be letters, digits and _ (not starting with a digit)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StepSpec:
+        if self.if_ is not None:
+            if self.skill or self.for_ or self.while_ or self.steps:
+                raise ValueError("an `if` step only branches: move skill/for/while/steps into its branches")
+        elif self.elif_ or self.else_ is not None:
+            raise ValueError("`elif` and `else` need an `if:` on the same step")
+        if self.while_ is not None and self.for_ is not None:
+            raise ValueError("a step is either a `for` or a `while` loop, not both")
+        if self.skill and self.steps:
+            raise ValueError("a step has either `skill` or nested `steps`, not both")
+        if self.while_ is not None and not self.steps and not self.skill:
+            raise ValueError("a `while` step needs nested `steps` (or a `skill`) to repeat")
+        if self.if_ is None and not self.skill and not self.steps:
+            raise ValueError("a step needs `skill`, nested `steps`, or `if`")
+        return self
+
+    @property
+    def kind(self) -> StepKind:
+        if self.if_ is not None:
+            return "if"
+        if self.for_ is not None:
+            return "for"
+        if self.while_ is not None:
+            return "while"
+        return "skill" if self.skill else "group"
+
+    def branches(self) -> list[tuple[str, str | None, list[StepSpec]]]:
+        """(`then`|`elif1`...|`else`, condition, steps) of an `if` step, in order."""
+        if self.if_ is None:
+            return []
+        out: list[tuple[str, str | None, list[StepSpec]]] = [("then", self.if_.condition, self.if_.then)]
+        out += [(f"elif{i}", b.condition, b.then) for i, b in enumerate(self.elif_, start=1)]
+        if self.else_ is not None:
+            out.append(("else", None, self.else_))
+        return out
+
+    def children(self) -> list[StepSpec]:
+        """Directly nested steps (loop bodies, groups, every branch)."""
+        if self.if_ is not None:
+            return [s for _, _, steps in self.branches() for s in steps]
+        return list(self.steps or [])
+
+
+class PipelineSpec(_Model):
+    """A pipeline file."""
+
+    id: str
+    """Tool name of the pipeline: letters, digits, `_` and `-`, 1-64 chars."""
+    name: str | None = None
+    """Human title."""
+    description: str = ""
+    """What it does and when to use it; the start of the tool description."""
+    version: str | None = None
+    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Tool arguments: name -> JSON Schema property (`type`, `description`, `default`, ...).
+    An input without `default` is required."""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    """Shorthand for `inputs`: name -> default value (the type is taken from the default)."""
+    state: dict[str, Any] = Field(default_factory=dict)
+    """State variables and their initial values."""
+    steps: list[StepSpec] = Field(min_length=1)
+    outputs: dict[str, Any] | None = None
+    """Result of the pipeline: name -> expression. Without it, every top-level step's output."""
+    model: str | None = None
+    """Default model role or id for model-backed steps."""
+    timeout: float | None = Field(default=None, gt=0, le=86_400)
+    """Seconds the whole run may take."""
+
+    @field_validator("id")
+    @classmethod
+    def _pipeline_id(cls, value: str) -> str:
+        if not PIPELINE_ID.match(value):
+            raise ValueError(f"id '{value}' must be 1-64 letters, digits, '_' or '-' (it is the tool name)")
+        return value
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, dict):  # `name: string` is accepted for `name: {type: string}`
+            return {k: ({"type": v} if isinstance(v, str) else ({} if v is None else v)) for k, v in value.items()}
+        return value
+
+    def all_inputs(self) -> dict[str, dict[str, Any]]:
+        """`inputs` and `parameters` merged into JSON Schema properties."""
+        merged = {name: _property_of(default) for name, default in self.parameters.items()}
+        merged.update(self.inputs)
+        return merged
+
+    def input_schema(self) -> dict[str, Any]:
+        props = self.all_inputs()
+        required = [n for n, p in props.items() if "default" not in p and p.get("required", True) is not False]
+        clean = {n: {k: v for k, v in p.items() if k != "required"} for n, p in props.items()}
+        schema: dict[str, Any] = {"type": "object", "properties": clean, "additionalProperties": False}
+        if required:
+            schema["required"] = required
+        return schema
+
+    def output_schema(self) -> dict[str, Any]:
+        names = list(self.outputs) if self.outputs is not None else [s.id for s in self.steps]
+        props: dict[str, Any] = {n: {} for n in names}
+        props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
+        return {"type": "object", "properties": props, "required": ["run_id"]}
+
+    def walk(self) -> Iterator[StepSpec]:
+        """Every step, depth first, in file order."""
+        stack = list(reversed(self.steps))
+        while stack:
+            step = stack.pop()
+            yield step
+            stack.extend(reversed(step.children()))
+
+
+def _property_of(default: Any) -> dict[str, Any]:
+    kinds = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+    prop: dict[str, Any] = {"default": default}
+    if type(default) in kinds:
+        prop["type"] = kinds[type(default)]
+    return prop
+
+
+ElifBranch.model_rebuild()
+IfSpec.model_rebuild()
+StepSpec.model_rebuild()

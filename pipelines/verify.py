@@ -1,0 +1,657 @@
+"""Static checks of a pipeline: every problem at once, each with its line, column and a hint.
+
+`load_spec` finds what YAML and the schema can see; `verify` finds what needs the whole file:
+names an expression reads that are not in scope, duplicate ids, skills and models that do not
+exist, pipelines that call themselves, arguments that cannot fit a skill's input schema. It
+never stops at the first problem, and it never runs anything.
+
+Scope (binding: the runtime resolves names the same way). At a step these names exist:
+
+- every input by name, and the mapping `inputs`;
+- every state variable: declared in the top-level `state:` or assigned by any step's `state:`
+  anywhere (null until assigned);
+- the ids of the steps before it in its own list, and of the steps before each enclosing step
+  in theirs, up to the top level. Not the steps nested in an earlier step's block (read them
+  through that step's output: `route.big`, `analyses[0].sub`), not later steps, not the
+  enclosing steps themselves;
+- inside a `for` body (its `skill` parameters or its nested `steps`): the loop variable and
+  `loop`; inside a `while` body, and in `while.condition`: `loop`;
+- the helpers (`expressions.HELPERS`: list_files, range, dict, ...); Jinja's `true`, `false`,
+  `none` are literals, and names bound inside a template (`{% for %}`, `{% set %}`) are local.
+
+A step's `condition`, `for.items`, `if` / `elif` conditions and `parameters` do not see its own
+id; its `state:` assignments do (they run after it, outside its loop). The pipeline `outputs`
+see the inputs, the state and every top-level step. The top-level `state:` initial values see
+the inputs only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import expressions
+from ._yamlmap import Path_, SourceMap
+from .errors import Issue, VerificationError
+from .loader import load_spec
+from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
+
+if TYPE_CHECKING:
+    from skills import Catalog
+
+__all__ = ["check_text", "verify"]
+
+_BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+_REMOVED_GLOBALS = frozenset({"lipsum", "cycler", "joiner", "namespace"})
+_JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+
+
+def check_text(
+    text: str,
+    file: str = "<pipeline>",
+    *,
+    catalog: Catalog | None = None,
+    pipelines: Mapping[str, PipelineSpec] | None = None,
+    models: Collection[str] | None = None,
+) -> tuple[PipelineSpec | None, list[Issue]]:
+    """Load and verify pipeline text; the spec (None when it does not load) and every issue."""
+    try:
+        spec, smap = load_spec(text, file)
+    except VerificationError as exc:
+        return None, sorted(exc.issues, key=lambda i: (i.line, i.col))
+    return spec, verify(spec, smap, catalog=catalog, pipelines=pipelines, models=models)
+
+
+def verify(
+    spec: PipelineSpec,
+    smap: SourceMap,
+    *,
+    catalog: Catalog | None = None,
+    pipelines: Mapping[str, PipelineSpec] | None = None,
+    models: Collection[str] | None = None,
+) -> list[Issue]:
+    """Every problem of a loaded pipeline, sorted by position (warnings included).
+
+    `catalog` enables the skill and argument checks, `pipelines` (id -> spec, the other
+    pipelines a step may call) the cycle check and argument checks of pipeline calls, `models`
+    the model check. Whatever is not given is not checked.
+    """
+    checker = _Verifier(spec, smap, catalog, dict(pipelines or {}), models)
+    checker.run()
+    return sorted(checker.issues, key=lambda i: (i.line, i.col))
+
+
+def _strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
+    """Every string in a nested value, with its path."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key if isinstance(key, str | int) else str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
+
+
+def _has_template(value: Any) -> bool:
+    return any(expressions.is_template(text) for _, text in _strings(value, ()))
+
+
+def _close(name: str, candidates: Collection[str]) -> str | None:
+    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _json_types(value: Any) -> set[str] | None:
+    """The JSON Schema types a literal value satisfies (None: not a JSON value, do not judge)."""
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int):
+        return {"integer", "number"}
+    if isinstance(value, float):
+        return {"number", "integer"} if value.is_integer() else {"number"}
+    if isinstance(value, str):
+        return {"string"}
+    if isinstance(value, list):
+        return {"array"}
+    if isinstance(value, dict):
+        return {"object"}
+    return None
+
+
+def _type_hint(value: Any, wanted: list[str], scope: Collection[str]) -> str:
+    """How to fix a literal argument of the wrong type."""
+    if isinstance(value, str):
+        text = value.strip()
+        if {"integer", "number"} & set(wanted):
+            try:
+                float(text)
+            except ValueError:
+                pass
+            else:
+                return f"write the number without quotes: {text}"
+        if "boolean" in wanted and text.lower() in ("true", "false", "yes", "no"):
+            return "write true or false without quotes"
+        if text.split(".")[0] in scope:
+            return f'to pass the value of {text}, write "{{{{ {text} }}}}"'
+    return f"give {_kinds(wanted)}, or an expression that yields one"
+
+
+_ARTICLE = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
+
+
+def _kinds(wanted: list[str]) -> str:
+    return " or ".join(_ARTICLE.get(t, t) for t in wanted)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", list: "list", dict: "mapping"}.get(type(value), type(value).__name__)
+
+
+def _bare(text: str) -> str:
+    """An expression without its braces, for messages: `{{ a.b }}` -> `a.b`."""
+    stripped = text.strip()
+    if stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1:
+        return stripped[2:-2].strip()
+    return stripped
+
+
+class _Verifier:
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        smap: SourceMap,
+        catalog: Catalog | None,
+        pipelines: dict[str, PipelineSpec],
+        models: Collection[str] | None,
+    ) -> None:
+        self.spec, self.smap, self.catalog, self.models = spec, smap, catalog, models
+        self.pipelines = {**pipelines, spec.id: spec}  # the file being checked beats its older copy
+        self.issues: list[Issue] = []
+        self.inputs = set(spec.all_inputs())
+        self.state_vars = set(spec.state) | {name for step in spec.walk() for name in step.state}
+        self.helpers = frozenset(expressions.HELPERS)
+        self.base = frozenset(self.inputs | {"inputs"} | self.state_vars | self.helpers)
+        # Index of the steps: first step of each id, enclosing step, document order, loop variables.
+        self.first: dict[str, StepSpec] = {}
+        self.parent: dict[int, StepSpec | None] = {}
+        self.order: dict[int, int] = {}
+        self.loop_vars: dict[str, StepSpec] = {}
+        self._index(spec.steps, None)
+
+    def add(self, path: Path_, message: str, hint: str, code: str, *, key: bool = False, warning: bool = False) -> None:
+        severity: Literal["error", "warning"] = "warning" if warning else "error"
+        self.issues.append(self.smap.issue(path, message, hint, key=key, severity=severity, code=code))
+
+    def _index(self, steps: list[StepSpec], parent: StepSpec | None) -> None:
+        for step in steps:
+            self.order[id(step)] = len(self.order)
+            self.parent[id(step)] = parent
+            first = self.first.get(step.id)
+            if first is None:
+                self.first[step.id] = step
+            else:
+                line = self.smap.at((*first.path, "id"))[0]
+                self.add(
+                    (*step.path, "id"),
+                    f"duplicate step id '{step.id}'",
+                    f"the first '{step.id}' is on line {line}; step ids are unique in the whole pipeline",
+                    "duplicate-id",
+                )
+            if step.for_ is not None:
+                self.loop_vars.setdefault(step.for_.variable, step)
+            self._index(step.children(), step)
+
+    # -- the walk ---------------------------------------------------------------------------
+    def run(self) -> None:
+        spec = self.spec
+        for path, text in _strings(spec.state, ("state",)):
+            self.expression(path, text, frozenset(self.inputs | {"inputs"} | self.helpers), None)
+        self.block(spec.steps, set(self.base))
+        if spec.outputs is not None:
+            scope = set(self.base) | {s.id for s in spec.steps}
+            for path, text in _strings(spec.outputs, ("outputs",)):
+                self.expression(path, text, scope, None)
+            if "run_id" in spec.outputs:
+                self.add(
+                    ("outputs", "run_id"),
+                    "output 'run_id' is reserved",
+                    "every result carries the run's own run_id; rename this output",
+                    "reserved-output",
+                    key=True,
+                )
+        self.model(("model",), spec.model)
+        self.shadowing()
+        self.cycles()
+
+    def block(self, steps: list[StepSpec], outer: set[str] | frozenset[str]) -> None:
+        scope = set(outer)
+        for step in steps:
+            self.step(step, scope)
+            scope.add(step.id)
+
+    def step(self, step: StepSpec, scope: set[str]) -> None:
+        path = step.path
+        if step.condition is not None:
+            self.condition((*path, "condition"), step.condition, scope, step)
+        body = scope
+        if step.for_ is not None:
+            loop = step.for_
+            self.expression((*path, "for", "items"), loop.items, scope, step)
+            self.for_items(step)
+            if loop.max_parallel is not None and not loop.parallel:
+                self.add(
+                    (*path, "for", "max_parallel"),
+                    "max_parallel has no effect without `parallel: true`",
+                    "add `parallel: true` to the for, or remove max_parallel",
+                    "max-parallel",
+                    key=True,
+                    warning=True,
+                )
+            if loop.parallel:
+                self.parallel_state(step)
+            body = scope | {loop.variable, "loop"}
+        elif step.while_ is not None:
+            body = scope | {"loop"}
+            self.condition((*path, "while", "condition"), step.while_.condition, body, step)
+            if step.while_.max_iterations is None:
+                self.add(
+                    (*path, "while"),
+                    f"`while` without max_iterations stops after {DEFAULT_MAX_ITERATIONS} iterations",
+                    "add `max_iterations: N` to the while to choose the limit",
+                    "max-iterations",
+                    key=True,
+                    warning=True,
+                )
+        if step.if_ is not None:
+            self.branches(step, scope)
+        elif step.steps:
+            self.block(step.steps, body)
+        if step.skill:
+            self.expression((*path, "parameters"), step.parameters, body, step)
+            self.skill(step, body)
+        elif step.parameters:
+            self.add(
+                (*path, "parameters"),
+                f"step '{step.id}' has parameters but no skill to pass them to",
+                "parameters belong on the steps that call a skill; move them there",
+                "unused-parameters",
+                key=True,
+                warning=True,
+            )
+        if step.state:
+            self.expression((*path, "state"), step.state, scope | {step.id}, step)
+        self.model((*path, "model"), step.model)
+
+    def branches(self, step: StepSpec, scope: set[str]) -> None:
+        for label, condition, steps in step.branches():
+            if label == "then":
+                where: Path_ = (*step.path, "if")
+            elif label == "else":
+                where = (*step.path, "else")
+            else:
+                where = (*step.path, "elif", int(label[4:]) - 1)
+            if condition is not None:
+                self.condition((*where, "condition"), condition, scope, step)
+            if not steps:
+                self.add(
+                    where if label == "else" else (*where, "condition"),
+                    f"the `{label}` branch of '{step.id}' has no steps",
+                    "add steps to the branch, or remove it",
+                    "empty-branch",
+                    key=label == "else",
+                    warning=True,
+                )
+            self.block(steps, scope)
+
+    # -- expressions --------------------------------------------------------------------------
+    def condition(self, path: Path_, text: str, scope: Collection[str], step: StepSpec) -> None:
+        """Conditions take `"{{ x > 1 }}"` or the bare `"x > 1"`."""
+        self.expression(path, text, scope, step, bare=True)
+        inner = _bare(text)
+        if expressions.is_template(inner) and "{%" not in inner:  # text around `{{ }}`: renders as a string
+            whole = _BRACES.sub(r"\1", text).strip()
+            self.add(
+                path,
+                "condition mixes text and {{ }}: it renders as text, which is true unless it is empty or a false word",
+                f'put the whole condition inside the braces: "{{{{ {whole} }}}}"',
+                "text-condition",
+                warning=True,
+            )
+        constant = inner
+        if constant.lower() in ("true", "false"):
+            self.add(
+                path,
+                f"condition is always {constant.lower()}",
+                "remove the condition" if constant.lower() == "true" else "remove the step, or give a real condition",
+                "constant-condition",
+                warning=True,
+            )
+
+    def expression(
+        self, path: Path_, value: Any, scope: Collection[str], step: StepSpec | None, *, bare: bool = False
+    ) -> None:
+        """Syntax and names of every template in `value` (of every string when `bare`)."""
+        for where, text in _strings(value, path):
+            if not (expressions.is_template(text) or (bare and text.strip())):
+                continue
+            error = expressions.syntax_error(text, expression=bare)
+            if error is not None:
+                self.add(where, error.message, error.hint, "expression-syntax")
+                continue
+            names = expressions.referenced_names(text, expression=bare)
+            for name in sorted(names.difference(scope)):
+                self.add(where, f"'{name}' is not defined here", self.undefined_hint(name, scope, step), "undefined")
+
+    def undefined_hint(self, name: str, scope: Collection[str], step: StepSpec | None) -> str:
+        target = self.first.get(name)
+        if target is not None:
+            line = self.smap.at((*target.path, "id"))[0]
+            if target is step:
+                return f"a step cannot read its own output here; only its `state:` runs after it (line {line})"
+            if step is not None and self._encloses(target, step):
+                return (
+                    f"'{name}' (line {line}) encloses this step; its output exists only once it has finished "
+                    "(carry values between iterations with `state:`)"
+                )
+            if step is not None and self.order[id(target)] > self.order[id(step)]:
+                return f"'{name}' is defined later (line {line}); a step sees only the steps before it"
+            return self._nested_hint(target, scope, line)
+        owner = self.loop_vars.get(name)
+        if owner is not None:
+            line = self.smap.at((*owner.path, "for"), key=True)[0]
+            return f"'{name}' is the loop variable of '{owner.id}' (line {line}) and exists only inside that loop"
+        if name == "loop":
+            return "`loop` exists only inside the body of a `for` or `while`"
+        if name in _REMOVED_GLOBALS:
+            return f"'{name}' is a Jinja global that pipeline expressions do not provide"
+        visible = sorted(n for n in scope if n not in self.helpers)
+        close = _close(name, visible) or _close(name, self.helpers)
+        if close is not None:
+            return f"did you mean '{close}'?"
+        shown = ", ".join(visible[:12]) + (", ..." if len(visible) > 12 else "")
+        return f"names in scope here: {shown}" if visible else "nothing is in scope here but the helpers"
+
+    def _encloses(self, outer: StepSpec, inner: StepSpec) -> bool:
+        probe = self.parent.get(id(inner))
+        while probe is not None:
+            if probe is outer:
+                return True
+            probe = self.parent.get(id(probe))
+        return False
+
+    def _nested_hint(self, target: StepSpec, scope: Collection[str], line: int) -> str:
+        chain = [target]
+        probe = self.parent.get(id(target))
+        while probe is not None:
+            chain.append(probe)
+            if probe.id in scope:
+                break
+            probe = self.parent.get(id(probe))
+        top = chain[-1]
+        if top is target:
+            return f"'{target.id}' (line {line}) is a step, and no step output exists here yet"
+        if top.id not in scope:
+            return f"'{target.id}' (line {line}) is nested in '{top.id}', which is not in scope here"
+        expr = top.id
+        for container, child in zip(reversed(chain), list(reversed(chain))[1:], strict=False):
+            expr += ("[0]" if container.kind == "for" else "") + f".{child.id}"
+        return (
+            f"'{target.id}' (line {line}) is nested in '{top.id}'; outside that block read it through "
+            f"its output: {{{{ {expr} }}}}"
+        )
+
+    def for_items(self, step: StepSpec) -> None:
+        items = step.for_.items if step.for_ is not None else None
+        if isinstance(items, list | dict) or _has_template(items):
+            return  # a mapping loops over its {key, value} pairs
+        hint = "give a list (or a mapping), or an expression that yields one"
+        if isinstance(items, str) and items.strip():
+            hint = f'did you mean "{{{{ {items.strip()} }}}}"?'
+        shown = "null" if items is None else repr(items)
+        self.add(
+            (*step.path, "for", "items"),
+            f"for.items is {shown}, not a list",
+            hint,
+            "for-items",
+        )
+
+    def parallel_state(self, step: StepSpec) -> None:
+        stack = list(step.children())
+        while stack:
+            inner = stack.pop()
+            if inner.state:
+                self.add(
+                    (*inner.path, "state"),
+                    f"'{inner.id}' assigns state inside the parallel loop '{step.id}'",
+                    "items run at the same time, so the order of the assignments is not defined; "
+                    "drop `parallel: true` or collect results from the loop's output",
+                    "parallel-state",
+                    key=True,
+                    warning=True,
+                )
+            stack.extend(inner.children())
+
+    # -- skills, arguments, models, cycles -----------------------------------------------------
+    def skill(self, step: StepSpec, scope: Collection[str]) -> None:
+        name = step.skill or ""
+        schema: Any = None
+        if name in self.pipelines:
+            schema = self.pipelines[name].input_schema()
+        elif self.catalog is not None:
+            found = self.catalog.find(name)
+            if found is None:
+                self.unknown_skill(step, name)
+                return
+            schema = found.input_schema
+        if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+            self.arguments(step, name, schema, scope)
+
+    def unknown_skill(self, step: StepSpec, name: str) -> None:
+        assert self.catalog is not None
+        if any(s.name == name for s in self.catalog.disabled()):
+            hint = f"'{name}' is disabled; enable it in skills/registry.yaml (enabled: true)"
+        else:
+            close = _close(name, [*self.catalog.names(), *self.pipelines])
+            hint = f"did you mean '{close}'?" if close else "`orchestrator skills list` shows the skills that exist"
+        self.add((*step.path, "skill"), f"unknown skill '{name}'", hint, "unknown-skill")
+
+    def arguments(self, step: StepSpec, skill: str, schema: dict[str, Any], scope: Collection[str]) -> None:
+        props: dict[str, Any] = schema["properties"]
+        params = step.parameters
+        where = (*step.path, "parameters")
+        has_params = where in self.smap.keys
+        for required in schema.get("required") or []:
+            if required in params:
+                continue
+            prop = props.get(required) or {}
+            about = f" ({prop['type']})" if isinstance(prop.get("type"), str) else ""
+            about += f": {prop['description']}" if isinstance(prop.get("description"), str) else ""
+            self.add(
+                where if has_params else (*step.path, "skill"),
+                f"'{skill}' needs the argument '{required}'",
+                f"add `{required}` to parameters{about}",
+                "missing-argument",
+                key=has_params,
+            )
+        closed = schema.get("additionalProperties") is False
+        for name, value in params.items():
+            prop = props.get(name)
+            if prop is None:
+                if closed:
+                    close = _close(str(name), props)
+                    hint = f"did you mean '{close}'?" if close else f"'{skill}' takes: {', '.join(props) or 'nothing'}"
+                    self.add((*where, name), f"'{skill}' has no argument '{name}'", hint, "unknown-argument", key=True)
+                continue
+            if isinstance(prop, dict):
+                self.argument_value(step, skill, str(name), value, prop, scope)
+
+    def argument_value(
+        self, step: StepSpec, skill: str, name: str, value: Any, prop: dict[str, Any], scope: Collection[str]
+    ) -> None:
+        if isinstance(value, str) and expressions.is_template(value):
+            return  # its type is only known when it runs
+        path = (*step.path, "parameters", name)
+        declared = prop.get("type")
+        wanted = [declared] if isinstance(declared, str) else declared
+        kinds = _json_types(value)
+        if (
+            isinstance(wanted, list)
+            and wanted
+            and all(isinstance(t, str) and t in _JSON_TYPES for t in wanted)
+            and kinds is not None
+            and not kinds.intersection(wanted)
+        ):
+            self.add(
+                path,
+                f"'{name}' of '{skill}' must be {_kinds(wanted)}, not the {_type_name(value)} {_short(value)}",
+                _type_hint(value, wanted, scope),
+                "argument-type",
+            )
+            return
+        enum = prop.get("enum")
+        if isinstance(enum, list) and not _has_template(value) and value not in enum:
+            close = _close(value, [e for e in enum if isinstance(e, str)]) if isinstance(value, str) else None
+            choices = ", ".join(repr(e) for e in enum)
+            hint = f"did you mean {close!r}? " if close else ""
+            self.add(
+                path, f"'{name}' of '{skill}' cannot be {_short(value)}", f"{hint}one of: {choices}", "argument-value"
+            )
+
+    def model(self, path: Path_, model: str | None) -> None:
+        if model is None or self.models is None or model in self.models or expressions.is_template(model):
+            return
+        close = _close(model, self.models)
+        known = ", ".join(sorted(self.models)[:10]) or "none are configured"
+        hint = f"did you mean '{close}'?" if close else f"known models: {known}"
+        self.add(path, f"unknown model '{model}'", hint, "unknown-model")
+
+    def cycles(self) -> None:
+        calls = {
+            pid: [s.skill for s in spec.walk() if s.skill in self.pipelines and s.skill is not None]
+            for pid, spec in self.pipelines.items()
+        }
+        me = self.spec.id
+        reported: set[str] = set()
+        for step in self.spec.walk():
+            callee = step.skill
+            if callee is None or callee not in self.pipelines or callee in reported:
+                continue
+            back = [me] if callee == me else _path_between(calls, callee, me)
+            if back is not None:
+                chain = " -> ".join([me, *back])
+                hint = "a pipeline cannot call itself, directly or through other pipelines"
+            else:
+                loop = _cycle_from(calls, callee)
+                if loop is None:
+                    continue
+                chain = f"{me} -> {callee} leads into {' -> '.join(loop)}"
+                hint = f"pipeline '{loop[0]}' calls itself through {' -> '.join(loop)}; fix that pipeline"
+            reported.add(callee)
+            self.add((*step.path, "skill"), f"pipeline cycle: {chain}", hint, "cycle")
+
+    def shadowing(self) -> None:
+        reserved = {"inputs": "the inputs mapping", "loop": "the loop counter"}
+        takes: dict[str, str] = dict.fromkeys(self.inputs, "an input")
+        takes.update(reserved)
+        for name in self.helpers:
+            takes.setdefault(name, "a helper")
+        for name in self.spec.state:
+            if name in takes:
+                self.add(
+                    ("state", name),
+                    f"state variable '{name}' has the name of {takes[name]}",
+                    "rename it",
+                    "shadowed",
+                    key=True,
+                    warning=True,
+                )
+        for name in self.state_vars:
+            takes.setdefault(name, "a state variable")
+        for step in self.spec.walk():
+            if step.id in takes:
+                self.add(
+                    (*step.path, "id"),
+                    f"step id '{step.id}' is also the name of {takes[step.id]}",
+                    "expressions would see only one of them; rename the step",
+                    "shadowed",
+                    warning=True,
+                )
+            if step.for_ is not None:
+                var = step.for_.variable
+                what = takes.get(var) or ("a step" if var in self.first else None)
+                if what is not None:
+                    self.add(
+                        (*step.path, "for", "variable"),
+                        f"loop variable '{var}' is also the name of {what}",
+                        "inside the loop it hides the other one; pick another `variable:`",
+                        "shadowed",
+                        warning=True,
+                    )
+
+
+def _path_between(calls: Mapping[str, list[str]], start: str, goal: str) -> list[str] | None:
+    """Shortest call chain start -> ... -> goal (both included), or None."""
+    previous: dict[str, str | None] = {start: None}
+    queue = [start]
+    for node in queue:
+        for callee in calls.get(node, ()):
+            if callee == goal:
+                chain, probe = [goal], node
+                while probe is not None:
+                    chain.append(probe)
+                    probe = previous[probe]
+                return chain[::-1]
+            if callee not in previous:
+                previous[callee] = node
+                queue.append(callee)
+    return None
+
+
+def _cycle_from(calls: Mapping[str, list[str]], start: str) -> list[str] | None:
+    """A call cycle reachable from `start` (as a -> ... -> a), or None."""
+    seen: set[str] = set()
+    for node in [start, *_reachable(calls, start)]:
+        if node in seen:
+            continue
+        seen.add(node)
+        back = _path_between(calls, node, node)
+        if back is not None:
+            return back
+    return None
+
+
+def _reachable(calls: Mapping[str, list[str]], start: str) -> list[str]:
+    out: list[str] = []
+    stack = [start]
+    seen = {start}
+    while stack:
+        for callee in calls.get(stack.pop(), ()):
+            if callee not in seen:
+                seen.add(callee)
+                out.append(callee)
+                stack.append(callee)
+    return out
