@@ -85,7 +85,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
 
 
 def _keys_of(model: type[BaseModel]) -> list[str]:
-    return [f.alias or name for name, f in model.model_fields.items() if name != "path"]
+    return [f.alias or name for name, f in model.model_fields.items()]
 
 
 def _issues_of(exc: ValidationError, data: Any, smap: SourceMap) -> list[Issue]:
@@ -124,4 +124,6 @@ def _hint(loc: tuple[Any, ...]) -> str:
         "max_parallel": "a positive whole number up to 1000",
         "on_error": "fail or continue",
         "timeout": "seconds, a positive number",
+        "condition": 'an expression such as "{{ files.count > 0 }}", or true/false',
+        "state": "a mapping of variable names (letters, digits, _) to values or expressions",
     }.get(last, "see SPEC section 4 for the syntax")

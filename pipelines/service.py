@@ -59,6 +59,23 @@ class PipelineService:
                 out.update({s.spec.id: s.spec for s in source._skills.values()})
         return out
 
+    def load_file(self, path: Path) -> PipelineSkill:
+        """A pipeline file outside the published folders, verified, ready to run (`orchestrator run FILE`)."""
+        from .loader import load_spec_file
+        from .verify import verify
+
+        path = path.resolve()
+        spec, smap = load_spec_file(path)
+        issues = verify(spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec})
+        errors = [i for i in issues if i.severity == "error"]
+        if errors:
+            raise VerificationError(f"{len(errors)} problem(s) in {path}", issues=issues)
+        host = PipelineSource(path.parent, "user", label=str(path.parent))
+        host.catalog, host.runner, host.others = self.catalog, self.run, self.specs
+        skill = PipelineSkill(spec, path, "user", host)
+        skill.warnings = issues
+        return skill
+
     def pipeline(self, pipeline_id: str) -> PipelineSkill:
         skill = self.catalog.find(pipeline_id)
         if not isinstance(skill, PipelineSkill):
@@ -85,7 +102,13 @@ class PipelineService:
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
         if record.status == "succeeded":
             raise PipelineError(f"run {run_id} already succeeded", hint="start a new run instead")
-        skill = self.pipeline(record.pipeline)
+        published = self.catalog.find(record.pipeline)
+        if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
+            skill = published
+        elif record.file and Path(record.file).is_file():
+            skill = self.load_file(Path(record.file))
+        else:
+            skill = self.pipeline(record.pipeline)
         await self._store(self.store.resumed, run_id)
         return await self._drive(skill, record.inputs, ctx, run_id, resume=True)
 

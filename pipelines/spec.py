@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 __all__ = [
     "ElifBranch",
@@ -29,6 +29,23 @@ STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PIPELINE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 DEFAULT_MAX_ITERATIONS = 100
 Path_ = tuple[str | int, ...]
+
+
+def _condition_text(value: Any) -> Any:
+    """`condition: false` (a YAML boolean) means the expression `false`."""
+    return ("true" if value else "false") if isinstance(value, bool) else value
+
+
+Condition = Annotated[str, BeforeValidator(_condition_text)]
+
+
+def _state_names(value: Any) -> Any:
+    if isinstance(value, dict):
+        bad = [str(k) for k in value if not isinstance(k, str) or not STEP_ID.match(k)]
+        if bad:
+            names = ", ".join(bad)
+            raise ValueError(f"state variable names must be usable in expressions (letters, digits, _): {names}")
+    return value
 
 
 class _Model(BaseModel):
@@ -68,7 +85,7 @@ class ForSpec(_Model):
 class WhileSpec(_Model):
     """Repeat the nested `steps` while `condition` is true."""
 
-    condition: str
+    condition: Condition
     """Checked before each iteration; `loop.index` counts iterations from 1."""
     max_iterations: int | None = Field(default=None, ge=1, le=100_000)
     """Hard stop; required in spirit: when omitted the cap is 100 and verification warns."""
@@ -77,14 +94,14 @@ class WhileSpec(_Model):
 class ElifBranch(_Model):
     """One `elif` branch: taken when no earlier branch was and `condition` is true."""
 
-    condition: str
+    condition: Condition
     then: list[StepSpec] = Field(default_factory=list)
 
 
 class IfSpec(_Model):
     """The `if` of a branching step; `elif:` and `else:` sit beside `if:` on the step."""
 
-    condition: str
+    condition: Condition
     then: list[StepSpec] = Field(default_factory=list)
 
 
@@ -99,7 +116,7 @@ class StepSpec(_Model):
     """Skill, imported tool or pipeline to call."""
     parameters: dict[str, Any] = Field(default_factory=dict)
     """Arguments of the skill; strings may hold `{{ }}` expressions."""
-    condition: str | None = None
+    condition: Condition | None = None
     """When false, the step is skipped and its output is null."""
     for_: ForSpec | None = Field(default=None, alias="for")
     while_: WhileSpec | None = Field(default=None, alias="while")
@@ -108,7 +125,7 @@ class StepSpec(_Model):
     else_: list[StepSpec] | None = Field(default=None, alias="else")
     steps: list[StepSpec] | None = None
     """Nested steps: the body of a `for` or `while`, or a plain group."""
-    state: dict[str, Any] = Field(default_factory=dict)
+    state: Annotated[dict[str, Any], BeforeValidator(_state_names)] = Field(default_factory=dict)
     """State assignments run after the step, in scope of its output."""
     model: str | None = None
     """Model role or id for model-backed skills."""
@@ -117,8 +134,16 @@ class StepSpec(_Model):
     retry: RetrySpec | None = None
     on_error: Literal["fail", "continue"] = "fail"
     """`continue` records `{error: ..., step: ...}` as the step's output and goes on."""
-    path: Path_ = Field(default=(), exclude=True)
-    """Where the step is in the file (set by the loader)."""
+    _path: Path_ = PrivateAttr(default=())
+
+    @property
+    def path(self) -> Path_:
+        """Where the step is in the file (set by the loader; not a key users can write)."""
+        return self._path
+
+    @path.setter
+    def path(self, value: Path_) -> None:
+        self._path = value
 
     @field_validator("id")
     @classmethod
@@ -186,7 +211,7 @@ class PipelineSpec(_Model):
     An input without `default` is required."""
     parameters: dict[str, Any] = Field(default_factory=dict)
     """Shorthand for `inputs`: name -> default value (the type is taken from the default)."""
-    state: dict[str, Any] = Field(default_factory=dict)
+    state: Annotated[dict[str, Any], BeforeValidator(_state_names)] = Field(default_factory=dict)
     """State variables and their initial values."""
     steps: list[StepSpec] = Field(min_length=1)
     outputs: dict[str, Any] | None = None
