@@ -43,3 +43,12 @@ def test_the_claude_desktop_snippet_is_valid_json_that_starts_the_server() -> No
 def test_ci_runs_exactly_the_test_command_of_the_readme() -> None:
     command = _block_after("### Run the tests").strip()
     assert command in (REPO / ".ci" / "run").read_text().splitlines()
+
+
+def test_the_pipelines_shown_are_the_shipped_examples() -> None:
+    examples = REPO / "pipelines" / "examples"
+    blocks = re.findall(r"```yaml\n(id: .*?)```", README, re.S)
+    shipped = {p.read_text().strip() for p in examples.glob("*.yaml")}
+    assert len(blocks) >= 2
+    for block in blocks:
+        assert block.strip() in shipped
