@@ -127,3 +127,37 @@ async def test_an_edited_implementation_is_used_on_the_next_call(tmp_path: Path)
         assert (await client.call_tool("live", {"x": 1})).structured_content == {"x": 1}
         (folder / "impl.py").write_text("def main(x=0):\n    return {'x': x * 10}\n")
         assert (await client.call_tool("live", {"x": 1})).structured_content == {"x": 10}
+
+
+PIPELINE = """\
+id: {id}
+description: A pipeline added while the server runs.
+steps:
+  - id: files
+    skill: list-files
+    parameters: {{directory: "{{{{ directory }}}}"}}
+inputs:
+  directory: {{type: string}}
+"""
+
+
+async def test_a_pipeline_file_added_or_broken_while_serving_is_published_or_reported(
+    home: Path, events: ToolListEvents
+) -> None:
+    server = create_server(watch=True)
+    pipelines = home / "pipelines"
+    async with server.watching(), Client(server, mode="legacy", message_handler=events) as client:
+        (pipelines / "live-list.yaml").write_text(PIPELINE.format(id="live-list"))
+        with anyio.fail_after(10):
+            while "live-list" not in {t.name for t in (await client.list_tools()).tools}:
+                await events.receive()
+        result = await client.call_tool("live-list", {"directory": str(home)})
+        assert not result.is_error and result.structured_content is not None
+        assert result.structured_content["files"]["count"] >= 1
+
+        (pipelines / "live-list.yaml").write_text(PIPELINE.format(id="live-list").replace("list-files", "list-flies"))
+        with anyio.fail_after(10):
+            while "live-list" in {t.name for t in (await client.list_tools()).tools}:
+                await events.receive()
+        reported = [str(p.error) for p in server.catalog.problems() if p.path.name == "live-list.yaml"]
+        assert reported and "list-flies" in reported[0] and "did you mean 'list-files'" in reported[0]
