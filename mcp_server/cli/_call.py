@@ -1,0 +1,101 @@
+"""`orchestrator call TOOL --arg k=v`: call any published tool through an in-memory MCP client."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Parents, error, not_found, parse_pairs, print_json, server
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+
+    from ..app import OrchestratorServer
+
+
+def add_parsers(sub: Any, parents: Parents) -> None:
+    call = sub.add_parser(
+        "call",
+        parents=[parents.common, parents.skills, parents.json],
+        help="call a published tool locally",
+        description="Call a tool through an in-memory MCP client. VALUEs are parsed as JSON "
+        "when they parse, else taken as strings.",
+    )
+    call.add_argument("tool", metavar="TOOL")
+    call.add_argument(
+        "--arg",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="args",
+        help="one argument (repeat for more)",
+    )
+    call.set_defaults(handler=_cmd_call)
+
+
+def _cmd_call(args: argparse.Namespace) -> int:
+    arguments = parse_pairs(args.args, "--arg")
+    orchestrator = server(args)
+    import anyio
+
+    return anyio.run(_call, orchestrator, args.tool, arguments, args.json)
+
+
+async def _call(orchestrator: OrchestratorServer, name: str, arguments: dict[str, Any], as_json: bool) -> int:
+    from mcp import Client
+    from mcp_types import LoggingMessageNotificationParams
+
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        data = params.data if isinstance(params.data, str) else json.dumps(params.data, default=str)
+        print(f"{PROG}: {params.level}: {params.logger + ': ' if params.logger else ''}{data}", file=sys.stderr)
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        print(f"{PROG}: [{done}] {message or ''}".rstrip(), file=sys.stderr)
+
+    async with Client(orchestrator, logging_callback=on_log, log_level="info") as client:
+        names: set[str] = set()
+        cursor = None
+        while True:
+            listed = await client.list_tools(cursor=cursor)
+            names.update(tool.name for tool in listed.tools)
+            cursor = listed.next_cursor
+            if not cursor:
+                break
+        result = None
+        if name in names:
+            result = await client.call_tool(name, arguments, progress_callback=on_progress)
+    if result is None:  # raised out here, not inside the client's task group
+        not_found(orchestrator, name)
+    return _print_result(result, as_json)
+
+
+def _print_result(result: CallToolResult, as_json: bool) -> int:
+    texts = []
+    for item in result.content:
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            texts.append(item.text)  # type: ignore[union-attr]
+        elif kind in ("image", "audio"):
+            texts.append(f"[{kind} {item.mime_type}, {len(item.data)} base64 chars]")  # type: ignore[union-attr]
+        elif kind == "resource_link":
+            texts.append(f"[resource {item.uri}]")  # type: ignore[union-attr]
+        elif kind == "resource":
+            inner = item.resource  # type: ignore[union-attr]
+            texts.append(getattr(inner, "text", None) or f"[resource {inner.uri}]")
+    text = "\n".join(texts)
+    code = EXIT_OK
+    if result.is_error:
+        code = EXIT_USAGE if text.startswith("invalid arguments for") else EXIT_FAILED
+    if as_json:
+        print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+    elif result.is_error:
+        message, _, hint = text.partition("\nHint: ")
+        error(message.strip() or "the tool failed without a message", hint.strip())
+    elif result.structured_content is not None:
+        print_json(result.structured_content)
+    else:
+        print(text)
+    return code

@@ -1,0 +1,181 @@
+"""`orchestrator run PIPELINE_OR_FILE --input k=v`: run a pipeline here, with a live progress display.
+
+The run goes through the same `PipelineService` as a tool call from a client (run id,
+checkpoints in state.sqlite, artifacts, run history), so a run started here can be resumed
+by `orchestrator runs resume` or seen by a server. Ctrl-C cancels it cleanly: the run is
+recorded as cancelled, its finished steps stay checkpointed, and the message says how to
+resume it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ._common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    PROG,
+    Parents,
+    UsageError,
+    error,
+    parse_pairs,
+    print_json,
+    server,
+)
+
+if TYPE_CHECKING:
+    from pipelines.service import PipelineService
+    from pipelines.spec import PipelineSpec
+    from skills import SkillContext, SkillRunError
+
+Start = Callable[["SkillContext"], Awaitable[dict[str, Any]]]
+"""Starts (or resumes) the run with the context that carries progress and logs to the display."""
+
+
+def add_parsers(sub: Any, parents: Parents) -> None:
+    run = sub.add_parser(
+        "run",
+        parents=[parents.common, parents.skills, parents.json],
+        help="run a pipeline, with a live progress display",
+        description="Run a published pipeline (by id) or a pipeline YAML file (verified first). VALUEs are "
+        "parsed as JSON when they parse, else taken as strings. Exit status: 0 success, 1 the pipeline "
+        "failed (resume it with `orchestrator runs resume RUN`), 2 bad usage or invalid input, 130 Ctrl-C.",
+    )
+    run.add_argument("pipeline", metavar="PIPELINE_OR_FILE", help="a pipeline id or the path of a pipeline file")
+    run.add_argument(
+        "--input",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="inputs",
+        help="one input (repeat for more)",
+    )
+    run.set_defaults(handler=_cmd_run)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ._pipelines import resolve_pipeline, service_of, show_warnings
+
+    inputs = parse_pairs(args.inputs, "--input")
+    orchestrator = server(args)
+    service = service_of(orchestrator)
+    skill = resolve_pipeline(orchestrator, args.pipeline)
+    _check_inputs(skill.name, args.pipeline, skill.input_schema, inputs)
+    show_warnings(skill)
+    from pipelines.source import new_run_id
+
+    run_id = new_run_id()
+    arguments = skill.defaults(inputs)
+
+    def start(ctx: SkillContext) -> Awaitable[dict[str, Any]]:
+        return service.run(skill, arguments, ctx, run_id=run_id)
+
+    return drive(service, skill.name, skill.spec, run_id, start, as_json=args.json)
+
+
+def _check_inputs(pipeline: str, target: str, schema: dict[str, Any], inputs: dict[str, Any]) -> None:
+    from skills import ArgumentsError
+    from skills._schema import check_arguments
+
+    try:
+        check_arguments(pipeline, schema, inputs)
+    except ArgumentsError as exc:
+        detail = "; ".join(f"{e.field or '(inputs)'}: {e.message}" for e in exc.errors)
+        names = ", ".join(sorted(schema.get("properties") or {})) or "(none)"
+        raise UsageError(
+            f"invalid --input for '{pipeline}': {detail}",
+            f"its inputs: {names}; `{PROG} pipelines show {target}` describes them",
+        ) from None
+
+
+def drive(
+    service: PipelineService,
+    title: str,
+    spec: PipelineSpec | None,
+    run_id: str,
+    start: Start,
+    *,
+    as_json: bool,
+) -> int:
+    """Run `start` under the progress display, Ctrl-C cancelling it; report the outcome, return the exit status."""
+    import anyio
+
+    from skills import SkillContext
+
+    from ._progress import open_display
+
+    display = open_display(title, spec, as_json=as_json)
+    ctx = SkillContext(skill=title, run_id=run_id, progress_fn=display.progress, log_fn=display.log)
+    with display:
+        result, failure, signum = anyio.run(_supervise, start, ctx)
+        if result is not None:
+            display.succeeded()
+    if failure is not None:
+        record = service.store.get(run_id)
+        if as_json:
+            print_json(_outcome(run_id, "failed", failure.message, failure.hint, record))
+        error(failure.message, failure.hint)
+        return EXIT_FAILED
+    if result is None:
+        resume = f"resume it with `{PROG} runs resume {run_id}` (finished steps are kept)"
+        if as_json:
+            print_json(_outcome(run_id, "cancelled", "cancelled", resume, None))
+        error(f"run {run_id} cancelled", resume)
+        return 128 + signum if signum else EXIT_INTERRUPTED
+    if as_json:
+        print_json(result)
+        return EXIT_OK
+    print_json({k: v for k, v in result.items() if k != "run_id"})
+    artifacts = service.artifact_dir(title, run_id)
+    where = f"; artifacts in {artifacts}" if artifacts.is_dir() else " (no artifacts)"
+    print(f"{PROG}: run {run_id} of {title} succeeded{where}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _outcome(run_id: str, status: str, message: str, hint: str, record: Any) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "status": status,
+        "error": message,
+        "failed_step": getattr(record, "failed_step", None),
+        "hint": hint,
+    }
+
+
+async def _supervise(start: Start, ctx: SkillContext) -> tuple[dict[str, Any] | None, SkillRunError | None, int]:
+    """The run's result; or its failure; or the signal (Ctrl-C, SIGTERM) that cancelled it."""
+    import threading
+
+    import anyio
+
+    from skills import SkillRunError
+
+    caught: list[int] = []
+    result: dict[str, Any] | None = None
+    failure: SkillRunError | None = None
+    async with anyio.create_task_group() as tg:
+        if threading.current_thread() is threading.main_thread() and sys.platform != "win32":
+            await tg.start(_cancel_on_signal, tg.cancel_scope, caught)
+        try:
+            result = await start(ctx)
+        except SkillRunError as exc:  # the run failed; the service recorded it and said how to resume
+            failure = exc
+        tg.cancel_scope.cancel()
+    return result, failure, (caught[0] if caught and result is None and failure is None else 0)
+
+
+async def _cancel_on_signal(scope: Any, caught: list[int], *, task_status: Any) -> None:
+    import signal
+
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            caught.append(int(signum))
+            scope.cancel()
+            return

@@ -1,0 +1,77 @@
+"""`orchestrator install` and `orchestrator claude-config`: setting up the home and Claude Desktop."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._common import EXIT_OK, PROG, Parents, UsageError, home, print_json
+
+
+def add_install_parser(sub: Any, parents: Parents) -> None:
+    install = sub.add_parser(
+        "install",
+        parents=[parents.common],
+        help="create or update the home directory",
+        description="Create the home directory and add missing defaults; files you edited are kept.",
+    )
+    install.set_defaults(handler=_cmd_install)
+
+
+def add_claude_parser(sub: Any, parents: Parents) -> None:
+    claude = sub.add_parser(
+        "claude-config", parents=[parents.common], help="the Claude Desktop config entry that starts this server"
+    )
+    claude.add_argument(
+        "--write",
+        action="store_true",
+        help="merge it into Claude Desktop's config file (a .bak copy is kept)",
+    )
+    claude.set_defaults(handler=_cmd_claude_config)
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    the_home = home(args)
+    report = the_home.install()
+    print(f"{PROG} home: {the_home.root}")
+    for label, items in (("created", report.created), ("updated", report.updated), ("kept", report.kept)):
+        for rel in items:
+            print(f"  {label:<8} {rel}")
+    flag = f" --home {the_home.root}" if getattr(args, "home", None) else ""
+    steps = [
+        (f"{PROG} skills list{flag}", "the skills it publishes"),
+        (f"{PROG} claude-config --write{flag}", "attach it to Claude Desktop (then restart Claude)"),
+        (f"{PROG} serve{flag}", "or serve it yourself (--transport http for HTTP)"),
+    ]
+    inspector_file = Path(__file__).parent.parent / "server.py"
+    if inspector_file.is_file():
+        env = f"ORCHESTRATOR_HOME={the_home.root} " if flag else ""
+        steps.append((f"{env}mcp dev {inspector_file}", "or open it in the MCP Inspector"))
+    width = max(len(command) for command, _ in steps)
+    print("\nNext steps:")
+    for command, why in steps:
+        print(f"  {command:<{width}}  # {why}")
+    return EXIT_OK
+
+
+def _cmd_claude_config(args: argparse.Namespace) -> int:
+    from .._claude import SERVER_KEY, ConfigError, config_path, merge_entry, server_entry
+
+    entry = server_entry(getattr(args, "home", None))
+    if not args.write:
+        print_json({"mcpServers": {SERVER_KEY: entry}})
+        print(f"{PROG}: add this to {config_path()}, or run `{PROG} claude-config --write`", file=sys.stderr)
+        return EXIT_OK
+    path = config_path()
+    try:
+        changed, backup = merge_entry(path, entry)
+    except ConfigError as exc:
+        raise UsageError(exc.message, exc.hint) from None
+    if not changed:
+        print(f"{path}: the '{SERVER_KEY}' entry is already up to date")
+        return EXIT_OK
+    print(f"{path}: wrote the '{SERVER_KEY}' entry" + (f" (previous file saved as {backup})" if backup else ""))
+    print("Restart Claude Desktop to load it.")
+    return EXIT_OK
