@@ -60,6 +60,7 @@ from ._resources import read_skill_file
 from ._results import error_result, to_result
 
 if TYPE_CHECKING:
+    from adapters import ServerSource
     from pipelines.service import PipelineService
 
 __all__ = ["OrchestratorServer", "create_server"]
@@ -85,11 +86,13 @@ class OrchestratorServer(MCPServer):
         home: Home | None = None,
         watch: bool = False,
         pipelines: PipelineService | None = None,
+        servers: ServerSource | None = None,
     ) -> None:
         super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
         self.catalog = catalog
         self.home = home
         self.pipelines = pipelines
+        self.servers = servers
         self.watch = watch
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
@@ -174,6 +177,7 @@ class OrchestratorServer(MCPServer):
         if context is not None and context.request_context is not None:
             ctx.progress_fn = context.report_progress
             ctx.log_fn = _client_logger(context, skill.name)
+            ctx.extras.update(_client_requests(context))
         return ctx
 
     # -- resources ---------------------------------------------------------------------------
@@ -309,6 +313,23 @@ class OrchestratorServer(MCPServer):
         return await self.catalog.refresh()
 
     @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The server's background work while inside: live reload and the upstream MCP servers.
+
+        Upstreams connect in the background and never delay a client's initialize; their tools
+        appear (with tools/list_changed) when they are ready. Leaving stops everything and leaves
+        no child process behind.
+        """
+        async with anyio.create_task_group() as tg, self.watching():
+            if self.servers is not None:
+                dependents = list(self.pipelines.sources) if self.pipelines is not None else []
+                tg.start_soon(lambda: self.servers.run(self.catalog, dependents=dependents))  # type: ignore[union-attr]
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    @asynccontextmanager
     async def watching(self) -> AsyncIterator[None]:
         """Watch the skill folders while inside; changes update the Catalog and notify clients."""
         if not self.watch:
@@ -368,7 +389,7 @@ class OrchestratorServer(MCPServer):
         """Serve over stdio (also what `mcp run` / `mcp dev` call), with live reload."""
         from mcp.server.stdio import stdio_server
 
-        async with self.watching(), stdio_server() as (read_stream, write_stream):
+        async with self.running(), stdio_server() as (read_stream, write_stream):
             low = self._lowlevel_server
             await low.run(read_stream, write_stream, low.create_initialization_options())
 
@@ -404,6 +425,40 @@ def _client_logger(context: Context[Any, Any], skill: str):
     return send
 
 
+def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
+    """How a skill (an imported tool's upstream, later a model) may ask our client mid-call.
+
+    Handshake-era sessions can carry server-to-client requests (sampling, elicitation) tied to
+    the call; 2026-07-28 ones cannot during a call, so nothing is offered and the upstream gets a
+    clean refusal. `caller` groups the calls of one client session.
+    """
+    import mcp_types as types
+    from mcp.shared.message import ServerMessageMetadata
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    request = context.request_context
+    session = request.session
+    extras: dict[str, Any] = {"caller": getattr(session, "_connection", session)}
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
+        return extras
+    caps = session.client_capabilities
+    related = ServerMessageMetadata(related_request_id=request.request_id)
+
+    async def sampling(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        message = types.CreateMessageRequest(params=params)
+        return await session.send_request(message, types.CreateMessageResult, metadata=related)
+
+    async def elicitation(params: types.ElicitRequestParams) -> types.ElicitResult:
+        message = types.ElicitRequest(params=params)
+        return await session.send_request(message, types.ElicitResult, metadata=related)
+
+    if caps is not None and caps.sampling is not None:
+        extras["sampling"] = sampling
+    if caps is not None and caps.elicitation is not None:
+        extras["elicitation"] = elicitation
+    return extras
+
+
 def create_server(
     *,
     home: str | Path | Home | None = None,
@@ -411,6 +466,7 @@ def create_server(
     watch: bool = False,
     builtin: bool = True,
     pipelines: bool = True,
+    servers: str | Path | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins)."""
     home = home if isinstance(home, Home) else Home.resolve(home)
@@ -426,6 +482,18 @@ def create_server(
             continue
         providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
     catalog = Catalog(providers, enabled=home.enabled_overrides())
+    upstreams = None
+    servers_file = Path(servers).expanduser() if servers else home.servers_file
+    if servers_file.is_file():
+        from adapters import ServerSource
+
+        upstreams = ServerSource.from_file(servers_file)
+        if upstreams.adapters or upstreams.problems():
+            catalog.add_provider(upstreams)
+        else:
+            upstreams = None
+    elif servers:
+        log.error("--servers %s does not exist; no upstream servers imported", servers_file)
     service = None
     if pipelines:
         from pipelines.service import PipelineService
@@ -434,4 +502,4 @@ def create_server(
     home.record(catalog)
     for problem in catalog.problems():
         log.error("not published: %s", problem.error)
-    return OrchestratorServer(catalog, home=home, watch=watch, pipelines=service)
+    return OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)

@@ -79,7 +79,7 @@ async def serve_http(
     app = http_app(server, host=host, stateless=stateless, auth_token=auth_token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
-    async with server.watching():
+    async with server.running():
         if ready is None:
             await userver.serve()
             return
