@@ -175,7 +175,7 @@ class _Builder:
     def _if(self, step: StepSpec) -> tuple[str, list[str]]:
         router = self._add(f"{step.id}.if", _if_node(step))
         join = self._add(f"{step.id}.join", _if_join_node(step))
-        targets: dict[str, str] = {"none": join}
+        targets: dict[str, str] = {"none": join, "skipped": join}  # "skipped": the step's own condition is false
         for label, _, steps in step.branches():
             if steps:
                 entry, exits = self.block(steps)
@@ -466,7 +466,11 @@ def _fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
                 result: Any = update["scope"][f"{step.id}.item"]
                 changed = {k: v for k, v in update["scope"].items() if k in state_vars}
             else:
-                final = await body.ainvoke({"scope": payload["scope"], "ctl": {}, "fanin": {}}, context=ctx)
+                # An own thread id gives the body its own lineage instead of the parent's ambient
+                # configurable (checkpoint namespace, `durability="sync"`, which LangGraph cannot
+                # honour in a graph compiled without a checkpointer).
+                config = {"configurable": {"thread_id": f"{ctx.run_id}/{step.id}/{index}"}}
+                final = await body.ainvoke({"scope": payload["scope"], "ctl": {}, "fanin": {}}, config, context=ctx)
                 inner = final["scope"]
                 result = {k: inner.get(k) for k in ids}
                 changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != payload["scope"].get(k)}

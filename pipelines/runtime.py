@@ -109,8 +109,13 @@ class RunContext:
         try:
             arguments = render(step.parameters, scope)
         except ExpressionError as exc:
-            raise StepFailed(f"step '{step.id}': parameters: {exc.message}", hint=exc.hint, step_id=step.id) from None
-        output = await self._call_with_policy(step, arguments)
+            failure = StepFailed(f"step '{step.id}': parameters: {exc.message}", hint=exc.hint, step_id=step.id)
+            if step.on_error != "continue":
+                raise failure from None
+            await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {failure}")
+            output: Any = {"error": str(failure), "step": step.id}
+        else:
+            output = await self._call_with_policy(step, arguments)
         if output_key is not None:
             return {"scope": {output_key: output}}
         return self.finish_step(step, scope, output)
@@ -132,9 +137,10 @@ class RunContext:
                     await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {message}")
                     return {"error": message, "step": step.id}
                 hint = getattr(exc, "hint", "")
-                raise StepFailed(
-                    f"step '{step.id}' failed: {getattr(exc, 'message', message)}", hint=hint, step_id=step.id
-                ) from None
+                detail = getattr(exc, "message", message)
+                if not detail.startswith(f"step '{step.id}'"):  # a timeout names the step already
+                    detail = f"step '{step.id}' failed: {detail}"
+                raise StepFailed(detail, hint=hint, step_id=step.id) from None
         raise AssertionError("unreachable")
 
     async def _call(self, step: StepSpec, arguments: Any) -> Any:
@@ -257,14 +263,26 @@ async def run_pipeline(
     else:
         scope = dict(inputs or {})
         scope["inputs"] = dict(inputs or {})
-        for name in compiled.state_vars:
-            scope.setdefault(name, spec.state.get(name))
+        try:  # initial values of state may be expressions over the inputs (verify's scope rules)
+            initial = render({name: spec.state.get(name) for name in compiled.state_vars}, scope)
+        except ExpressionError as exc:
+            raise PipelineError(f"state: {exc.message}", hint=exc.hint) from None
+        for name, value in initial.items():
+            scope.setdefault(name, value)
         payload = {"scope": scope, "ctl": {}, "fanin": {}}
+    # "sync": a step's checkpoint is committed before the next step starts, so a process killed
+    # at any moment never loses a finished step (LangGraph's default writes it in the background).
+    durability = "sync" if checkpointer is not None else None
     started = time.perf_counter()
     final: dict[str, Any] | None = None
-    async for chunk in graph.astream(payload, config, context=run, stream_mode="values"):
-        final = chunk
-        await run.flush()
+    try:
+        async for chunk in graph.astream(payload, config, context=run, stream_mode="values", durability=durability):
+            final = chunk
+            await run.flush()
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _settle(checkpointer)
+        raise
     await run.flush()
     if final is None:
         if resume:
@@ -275,6 +293,28 @@ async def run_pipeline(
     scope = final.get("scope", {})
     log.info("pipeline %s run %s finished in %.3fs", spec.id, run_id, time.perf_counter() - started)
     return {**outputs_of(spec, scope), "run_id": run_id}
+
+
+async def _settle(checkpointer: Any) -> None:
+    """Commit what the checkpointer was writing when a failure or a cancel stopped the run.
+
+    When one task of a step fails, LangGraph cancels the step's other work, and can cancel the
+    SQLite saver between its INSERT of a finished task's writes and the COMMIT: the connection is
+    left inside a transaction that holds the database's write lock (the run history then waits
+    on it and fails with "database is locked") and the finished task's writes are lost. Writes
+    are complete statements, so committing them is safe, and it keeps those tasks finished.
+    """
+    conn = getattr(checkpointer, "conn", None)
+    lock = getattr(checkpointer, "lock", None)
+    if conn is None or lock is None or not hasattr(conn, "commit"):
+        return
+    import sqlite3
+
+    try:
+        async with lock:  # the saver's own lock: never between another run's INSERT and COMMIT
+            await conn.commit()
+    except sqlite3.Error as exc:  # the run's own error is the one to report
+        log.warning("could not commit the checkpoints of a stopped run: %s", exc)
 
 
 def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:

@@ -218,8 +218,11 @@ def new_run_id() -> str:
 def describe_failure(exc: PipelineError, run_id: str) -> SkillRunError:
     """A run failure as a client-facing error that says how to resume."""
     step = f" at step '{exc.step_id}'" if isinstance(exc, StepFailed) and exc.step_id else ""
+    message = exc.message
+    if step and message.startswith(f"step '{exc.step_id}' "):  # "step 'x' failed: ..." once is enough
+        message = message[len(f"step '{exc.step_id}' ") :].removeprefix("failed: ")
     hint = exc.hint + "; " if exc.hint else ""
     return SkillRunError(
-        f"run {run_id} failed{step}: {exc.message}",
+        f"run {run_id} failed{step}: {message}",
         hint=f"{hint}after fixing, resume it with `orchestrator runs resume {run_id}` (finished steps are kept)",
     )

@@ -78,7 +78,10 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     for extra in getattr(args, "skills", []):
         if not Path(extra).expanduser().is_dir():
             raise UsageError(f"--skills {extra}: not a directory", "give a folder that holds skill folders")
-    return create_server(home=home(args), skill_dirs=getattr(args, "skills", []), watch=watch)
+    servers = getattr(args, "servers", None)
+    if servers and not Path(servers).expanduser().is_file():
+        raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
+    return create_server(home=home(args), skill_dirs=getattr(args, "skills", []), watch=watch, servers=servers)
 
 
 def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:

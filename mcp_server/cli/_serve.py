@@ -29,6 +29,12 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     serve.add_argument("--port", type=_port, default=8000, help="HTTP port; 0 picks a free one (default: 8000)")
     serve.add_argument("--stateless", action="store_true", help="HTTP without sessions (no list_changed)")
     serve.add_argument(
+        "--servers",
+        metavar="FILE",
+        default=None,
+        help="MCP servers to import, in Claude Desktop's mcpServers format (default: <home>/servers.json)",
+    )
+    serve.add_argument(
         "--auth-token",
         metavar="T",
         default=None,
