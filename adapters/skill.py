@@ -1,0 +1,115 @@
+"""An upstream tool as a Skill: its definition passed through, its calls forwarded.
+
+Description, input schema, output schema and annotations are the upstream's, unchanged; the
+result of a call is the upstream's `CallToolResult`, unchanged (every content type,
+`structuredContent`, `isError`), which the server hands to its client as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from mcp_types import CallToolResult, Tool
+
+from skills import SkillContext
+
+from ._names import assign_names
+
+if TYPE_CHECKING:
+    from .mcp_adapter import MCPSkillAdapter
+
+__all__ = ["RemoteSkill", "build_skills"]
+
+
+class RemoteSkill:
+    """A tool of an upstream MCP server, published under `name`."""
+
+    kind: Literal["remote"] = "remote"
+    source: Literal["server"] = "server"
+    root: Path | None = None
+
+    def __init__(self, name: str, adapter: MCPSkillAdapter, tool: Tool) -> None:
+        self._name = name
+        self.adapter = adapter
+        self.tool = tool
+        """The upstream's definition, as it listed it."""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def server(self) -> str:
+        """The servers.json key of the upstream."""
+        return self.adapter.name
+
+    @property
+    def upstream_name(self) -> str:
+        """The tool's name on the upstream (what is called there)."""
+        return self.tool.name
+
+    @property
+    def title(self) -> str | None:
+        if self.tool.title:
+            return self.tool.title
+        return self.tool.annotations.title if self.tool.annotations is not None else None
+
+    @property
+    def description(self) -> str:
+        return self.tool.description or ""
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self.tool.input_schema
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return self.tool.output_schema
+
+    @property
+    def annotations(self) -> dict[str, Any] | None:
+        if self.tool.annotations is None:
+            return None
+        return self.tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def body(self) -> str:
+        """The config's `instructions`, else the upstream server's own, else a line saying where the tool is from."""
+        text = self.adapter.instructions
+        if text:
+            return text
+        return f"`{self.tool.name}` is a tool of the MCP server '{self.server}' ({self.adapter.config.target()})."
+
+    def files(self) -> list[str]:
+        return []
+
+    async def run(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+        return await self.adapter.call(self.tool.name, arguments, ctx)
+
+    def __repr__(self) -> str:
+        return f"RemoteSkill({self._name!r} -> {self.server}:{self.tool.name})"
+
+
+def build_skills(
+    adapters: Sequence[MCPSkillAdapter], previous: Sequence[RemoteSkill] = ()
+) -> tuple[list[RemoteSkill], list[str]]:
+    """The skills of every adapter's current tools, and the name collisions that were resolved.
+
+    A skill whose name and upstream definition are unchanged is the same object as before, so
+    the Catalog sees no change (and sends no `tools/list_changed`) when nothing changed.
+    """
+    names, collisions = assign_names(
+        (adapter.name, adapter.config.namespace, tool.name) for adapter in adapters for tool in adapter.tools
+    )
+    old = {(s.server, s.tool.name): s for s in previous}
+    out: list[RemoteSkill] = []
+    for adapter in adapters:
+        for tool in adapter.tools:
+            name = names[(adapter.name, tool.name)]
+            before = old.get((adapter.name, tool.name))
+            if before is not None and before.adapter is adapter and before.name == name and before.tool == tool:
+                out.append(before)
+            else:
+                out.append(RemoteSkill(name, adapter, tool))
+    return out, collisions

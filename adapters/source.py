@@ -1,0 +1,178 @@
+"""ServerSource: every upstream of one servers.json, as one provider of the Catalog.
+
+The server adds the source to its Catalog and runs `source.run(catalog)` as a background
+task. Every upstream starts concurrently, and none delays our own `initialize`: the tools of
+an upstream appear when it is ready, with `tools/list_changed` (the Catalog's listeners).
+Names are assigned across all upstreams of the file, so two servers exporting the same
+name get deterministic, distinct names.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp_types import Implementation
+
+from skills import Catalog, LoadProblem, Skill, SkillProvider
+
+from ._outcomes import describe_error
+from .config import ServerConfig, load_servers_config
+from .errors import ServerConfigError
+from .mcp_adapter import DEFAULT_BACKOFF, DEFAULT_CONNECT_TIMEOUT, MCPSkillAdapter
+from .skill import RemoteSkill, build_skills
+
+__all__ = ["ServerSource", "test_server"]
+
+log = logging.getLogger("adapters.source")
+
+
+class ServerSource:
+    """The upstream MCP servers of one servers.json; their tools are its skills."""
+
+    def __init__(
+        self,
+        configs: Sequence[ServerConfig],
+        problems: Sequence[LoadProblem] = (),
+        *,
+        label: str = "servers",
+        backoff: tuple[float, float] = DEFAULT_BACKOFF,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        client_info: Implementation | None = None,
+    ) -> None:
+        self.label = label
+        self._problems = list(problems)
+        self.adapters: dict[str, MCPSkillAdapter] = {}
+        for config in configs:
+            self.adapters[config.name] = MCPSkillAdapter(
+                config,
+                on_change=self._adapter_changed,
+                backoff=backoff,
+                connect_timeout=connect_timeout,
+                client_info=client_info,
+            )
+        self._skills: list[RemoteSkill] = []
+        self._key: tuple[tuple[str, int], ...] = ()
+        self._collisions: set[str] = set()
+        self._dirty: anyio.Event | None = None
+        self._pending = False
+
+    @classmethod
+    def from_file(cls, path: Path, **options: Any) -> ServerSource:
+        """The servers of `path` (none when it does not exist); broken entries become `problems()`."""
+        configs, problems = load_servers_config(path)
+        options.setdefault("label", f"servers ({path})")
+        return cls(configs, problems, **options)
+
+    # -- SkillProvider -------------------------------------------------------------------------
+    def skills(self) -> list[Skill]:
+        return list(self._skills)
+
+    def problems(self) -> list[LoadProblem]:
+        return list(self._problems)
+
+    def watch_paths(self) -> list[Path]:
+        return []
+
+    def refresh(self) -> bool:
+        """Rebuild the skills from the upstreams' current tools; True if the published set changed."""
+        key = tuple((a.name, a.tools_version) for a in self.adapters.values())
+        if key == self._key:
+            return False
+        self._key = key
+        before = [id(s) for s in self._skills]
+        self._skills, collisions = build_skills(list(self.adapters.values()), self._skills)
+        for text in collisions:
+            if text not in self._collisions:
+                log.warning("%s", text)
+        self._collisions = set(collisions)
+        return [id(s) for s in self._skills] != before
+
+    # -- running -------------------------------------------------------------------------------
+    async def run(self, catalog: Catalog, *, dependents: Sequence[SkillProvider] = ()) -> None:
+        """Start every upstream and keep `catalog` in step with their tools, until cancelled.
+
+        `dependents` are refreshed with this source (the pipeline sources: a pipeline that
+        calls an imported tool is verified again when that tool appears or changes). On
+        cancellation every session is closed and every stdio child terminated.
+        """
+        self._dirty = anyio.Event()
+        if self._pending:
+            self._dirty.set()
+        async with anyio.create_task_group() as tg:
+            for adapter in self.adapters.values():
+                tg.start_soon(adapter.run, name=f"upstream {adapter.name}")
+            while True:
+                await self._dirty.wait()
+                self._dirty, self._pending = anyio.Event(), False
+                changed = await catalog.refresh([self])
+                if changed and dependents:  # verified against the Catalog as it is now, with the new tools
+                    await catalog.refresh(list(dependents))
+
+    def _adapter_changed(self, adapter: MCPSkillAdapter) -> None:
+        key = tuple((a.name, a.tools_version) for a in self.adapters.values())
+        if key == self._key:
+            return
+        self._pending = True
+        if self._dirty is not None:
+            self._dirty.set()
+
+    def status(self) -> list[dict[str, Any]]:
+        """One row per configured server (`orchestrator servers list`), then one per broken entry."""
+        published: dict[str, list[str]] = {}
+        for skill in self._skills:
+            published.setdefault(skill.server, []).append(skill.name)
+        rows = []
+        for adapter in self.adapters.values():
+            row = adapter.status()
+            row["published"] = published.get(adapter.name, [])
+            rows.append(row)
+        for problem in self._problems:
+            name = problem.error.server if isinstance(problem.error, ServerConfigError) else None
+            rows.append({"name": name, "state": "invalid", "tools": 0, "last_error": str(problem.error)})
+        return rows
+
+
+async def test_server(config: ServerConfig, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> dict[str, Any]:
+    """Connect to one server, list its tools and disconnect: what `orchestrator servers test NAME` reports.
+
+    Never raises for the server's failures: `ok` says whether it worked, `error` why not.
+    """
+    adapter = MCPSkillAdapter(config, connect_timeout=timeout)
+    began = anyio.current_time()
+    error: str | None = None
+    try:
+        await adapter.probe()
+    except TimeoutError:
+        error = adapter.with_stderr(f"no answer to initialize and tools/list within {timeout:g}s")
+    except Exception as exc:  # the report is the product: every failure becomes its `error`
+        error = adapter.with_stderr(describe_error(exc))
+    seconds = anyio.current_time() - began
+    skills = {s.upstream_name: s.name for s in adapter.skills()}
+    return {
+        "name": config.name,
+        "ok": error is None,
+        "error": error,
+        "seconds": round(seconds, 3),
+        "transport": config.transport,
+        "target": config.target(),
+        "enabled": config.enabled,
+        "protocol_version": adapter.protocol_version,
+        "server": None
+        if adapter.server_info is None
+        else {"name": adapter.server_info.name, "version": adapter.server_info.version},
+        "instructions": adapter.instructions,
+        "tools": [
+            {
+                "name": skills[t.name],
+                "upstream": t.name,
+                "description": (t.description or "").strip().splitlines()[0] if t.description else "",
+            }
+            for t in adapter.tools
+        ],
+        "excluded": list(adapter.excluded),
+        "warnings": [str(w) for w in config.warnings],
+    }
