@@ -485,9 +485,13 @@ def create_server(
     upstreams = None
     servers_file = Path(servers).expanduser() if servers else home.servers_file
     if servers_file.is_file():
+        from mcp_types import Implementation
+
         from adapters import ServerSource
 
-        upstreams = ServerSource.from_file(servers_file)
+        upstreams = ServerSource.from_file(
+            servers_file, client_info=Implementation(name="orchestrator", version=__version__)
+        )
         if upstreams.adapters or upstreams.problems():
             catalog.add_provider(upstreams)
         else:
