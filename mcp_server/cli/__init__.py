@@ -28,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import _call, _pipelines, _run, _runs, _serve, _setup, _skills
+from . import _call, _pipelines, _run, _runs, _serve, _servers, _setup, _skills
 from ._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, error, log
 
 __all__ = ["main"]
@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         _pipelines.add_parsers,
         _run.add_parsers,
         _runs.add_parsers,
+        _servers.add_parsers,
         _call.add_parsers,
         _setup.add_claude_parser,
     ):
