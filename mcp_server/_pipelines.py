@@ -20,6 +20,7 @@ from ._resources import read_skill_file
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
+    from skills import SkillContext
 
 __all__ = ["META_TOOLS", "MetaTool", "read_pipeline_resource"]
 
@@ -42,7 +43,7 @@ class MetaTool:
     """A tool of the server itself."""
 
     tool: MCPTool
-    handler: Callable[[PipelineService, dict[str, Any]], Awaitable[CallToolResult]]
+    handler: Callable[[PipelineService, dict[str, Any], SkillContext], Awaitable[CallToolResult]]
 
 
 def _structured(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
@@ -59,7 +60,7 @@ def _issues(issues: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
-async def _validate(service: PipelineService, args: dict[str, Any]) -> CallToolResult:
+async def _validate(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     from pipelines.describe import help_text
 
     spec, issues = service.check(args["yaml"], args.get("file") or "<pipeline>")
@@ -73,7 +74,7 @@ async def _validate(service: PipelineService, args: dict[str, Any]) -> CallToolR
     return _structured(data)
 
 
-async def _register(service: PipelineService, args: dict[str, Any]) -> CallToolResult:
+async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     from pipelines.describe import help_text
     from pipelines.errors import PipelineError, VerificationError
 

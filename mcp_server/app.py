@@ -154,7 +154,7 @@ class OrchestratorServer(MCPServer):
                 check_arguments(name, meta.tool.input_schema, arguments)
             except SkillsError as exc:
                 return error_result(exc)
-            return await meta.handler(self.pipelines, arguments)
+            return await meta.handler(self.pipelines, arguments, self.skill_context(_MetaSkill(name), context))
         if skill is None:
             raise ToolError(str(self.catalog.unknown(name)))
         try:
@@ -423,6 +423,13 @@ def _client_logger(context: Context[Any, Any], skill: str):
         await pending
 
     return send
+
+
+class _MetaSkill:
+    """Just enough of a Skill for `skill_context` to build a meta tool's context."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
