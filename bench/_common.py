@@ -181,3 +181,28 @@ class ServerClock:
             return await call_next(ctx)
         finally:
             self.samples.append(time.perf_counter() - start)
+
+
+def db_bytes(path: Path) -> int:
+    """Bytes of checkpoints, metadata and pending writes stored in a SQLite saver's database."""
+    import sqlite3
+
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(path)
+    try:
+        stored = db.execute("SELECT total(length(checkpoint)) + total(length(metadata)) FROM checkpoints").fetchone()
+        writes = db.execute("SELECT total(length(value)) FROM writes").fetchone()
+    except sqlite3.OperationalError:  # no tables yet: nothing was checkpointed
+        return 0
+    finally:
+        db.close()
+    return int(stored[0] + writes[0])
+
+
+def load_note(start: float) -> str:
+    """The machine's load around the run: the ratios drift when other processes share the cores."""
+    end = os.getloadavg()[0]
+    busy = max(start, end) > 1.0
+    tail = "; other processes were busy, so rerun when the machine is idle if a figure looks off" if busy else ""
+    return f"load average (1 min) at start / end: {start:.2f} / {end:.2f}{tail}"

@@ -149,23 +149,6 @@ class Bench:
         return run
 
 
-def _db_bytes(path: Path) -> int:
-    """Bytes of checkpoints, metadata and pending writes stored in a SQLite saver's database."""
-    import sqlite3
-
-    if not path.exists():
-        return 0
-    db = sqlite3.connect(path)
-    try:
-        stored = db.execute("SELECT total(length(checkpoint)) + total(length(metadata)) FROM checkpoints").fetchone()
-        writes = db.execute("SELECT total(length(value)) FROM writes").fetchone()
-    except sqlite3.OperationalError:  # no tables yet: nothing was checkpointed
-        return 0
-    finally:
-        db.close()
-    return int(stored[0] + writes[0])
-
-
 async def rotate(runs: list[Callable[[], Awaitable[object]]], reps: int) -> list[list[float]]:
     """Time every callable `reps` times, in an order rotating each round (no GC inside a run)."""
     samples: list[list[float]] = [[] for _ in runs]
@@ -200,13 +183,13 @@ async def measure(bench: Bench, reps: dict[str, int]) -> dict[str, dict[str, flo
             runs = [bench.reference(r), *(bench.subject(mp, s) for mp in BOUNDS)]
             for run in runs:  # warm-up: graph compile, module import, worker threads, SQLite tables
                 await run()
-            before = [_db_bytes(db) for db in dbs]
+            before = [c.db_bytes(db) for db in dbs]
             samples = await rotate(runs, reps[label])
             row = {"ref": c.median(samples[0])}
             row.update({f"mp{mp}": c.median(t) for mp, t in zip(BOUNDS, samples[1:], strict=True)})
             if label == "sqlite":  # checkpoint bytes written per run (the subject's for both bounds)
-                row["bytes_ref"] = (_db_bytes(dbs[1]) - before[1]) / reps[label]
-                row["bytes_subject"] = (_db_bytes(dbs[0]) - before[0]) / (reps[label] * len(BOUNDS))
+                row["bytes_ref"] = (c.db_bytes(dbs[1]) - before[1]) / reps[label]
+                row["bytes_subject"] = (c.db_bytes(dbs[0]) - before[0]) / (reps[label] * len(BOUNDS))
             out[label] = row
     return out
 
@@ -239,14 +222,6 @@ async def profile_runs(bench: Bench, saver_kind: str, reps: int) -> str:
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats("pipelines|skills|langgraph", 40)
     return text.getvalue()
-
-
-def load_note(start: float) -> str:
-    """The machine's load around the run: the ratios drift when other processes share the cores."""
-    end = os.getloadavg()[0]
-    busy = max(start, end) > 1.0
-    tail = "; other processes were busy, so rerun when the machine is idle if a figure looks off" if busy else ""
-    return f"load average (1 min) at start / end: {start:.2f} / {end:.2f}{tail}"
 
 
 def main(count: int, reps: int, reps_sqlite: int, profile: bool) -> None:
@@ -292,7 +267,7 @@ def main(count: int, reps: int, reps_sqlite: int, profile: bool) -> None:
     for kind, report in reports:
         print(f"\ncProfile, 3 runs of the {count}-item parallel for (max_parallel {BOUNDS[0]}, checkpointer {kind})\n")
         print(report.strip())
-    print(f"\n{load_note(load)}")
+    print(f"\n{c.load_note(load)}")
     print()
     for saver, r in results.items():
         for mp in BOUNDS:

@@ -227,14 +227,6 @@ def profile_verify(text: str, catalog: Any) -> str:
     return stream.getvalue()
 
 
-def load_note(start: float) -> str:
-    """The machine's load around the run: the ratios drift when other processes share the cores."""
-    end = os.getloadavg()[0]
-    busy = max(start, end) > 1.0
-    tail = "; other processes were busy, so rerun when the machine is idle if a figure looks off" if busy else ""
-    return f"load average (1 min) at start / end: {start:.2f} / {end:.2f}{tail}"
-
-
 def main(steps: int, reps: int, fresh_runs: int, profile: bool) -> None:
     load = os.getloadavg()[0]
     text = generate(steps)
@@ -284,7 +276,7 @@ def main(steps: int, reps: int, fresh_runs: int, profile: bool) -> None:
     total = sum(med.values())
     total_warm = sum(med_warm.values())
     total_fresh = sum(first.values())
-    print(f"\n{load_note(load)}")
+    print(f"\n{c.load_note(load)}")
     print()
     print(f"ABS pipeline_compile.load_spec {c.ms(med['load_spec'])} (fresh process {c.ms(first['load_spec'])})")
     print(f"ABS pipeline_compile.verify_cold {c.ms(med['verify'])} (fresh process {c.ms(first['verify'])})")

@@ -142,23 +142,6 @@ class Bench:
         return run
 
 
-def _db_bytes(path: Path) -> int:
-    """Bytes of checkpoints, metadata and pending writes stored in a SQLite saver's database."""
-    import sqlite3
-
-    if not path.exists():
-        return 0
-    db = sqlite3.connect(path)
-    try:
-        stored = db.execute("SELECT total(length(checkpoint)) + total(length(metadata)) FROM checkpoints").fetchone()
-        writes = db.execute("SELECT total(length(value)) FROM writes").fetchone()
-    except sqlite3.OperationalError:  # no tables yet: nothing was checkpointed
-        return 0
-    finally:
-        db.close()
-    return int(stored[0] + writes[0])
-
-
 async def rotate(runs: list[Callable[[], Awaitable[object]]], reps: int) -> list[list[float]]:
     """Time every callable `reps` times, in an order rotating each round (no GC inside a run).
 
@@ -200,12 +183,12 @@ async def measure(bench: Bench, reps: dict[str, int]) -> dict[str, dict[str, flo
                 for run in runs:
                     await run()
             dbs = (Path(f"{db}-pipeline.db"), Path(f"{db}-raw.db"))
-            before = [_db_bytes(path) for path in dbs]
+            before = [c.db_bytes(path) for path in dbs]
             samples = await rotate(runs, reps[label])
             row = {key: c.median(t) for key, t in zip(keys, samples, strict=True)}
             if label == "sqlite":  # checkpoint bytes of one N-step run plus one 1-step run
-                row["bytes_subject"] = (_db_bytes(dbs[0]) - before[0]) / reps[label]
-                row["bytes_reference"] = (_db_bytes(dbs[1]) - before[1]) / reps[label]
+                row["bytes_subject"] = (c.db_bytes(dbs[0]) - before[0]) / reps[label]
+                row["bytes_reference"] = (c.db_bytes(dbs[1]) - before[1]) / reps[label]
             row["subject_step"] = (row[f"subject{n}"] - row["subject1"]) / (n - 1)
             row["reference_step"] = (row[f"reference{n}"] - row["reference1"]) / (n - 1)
             out[label] = row
@@ -330,14 +313,6 @@ async def step_parts(bench: Bench) -> list[tuple[str, float]]:
     return out
 
 
-def load_note(start: float) -> str:
-    """The machine's load around the run: the ratios drift when other processes share the cores."""
-    end = os.getloadavg()[0]
-    busy = max(start, end) > 1.0
-    tail = "; other processes were busy, so rerun when the machine is idle if a figure looks off" if busy else ""
-    return f"load average (1 min) at start / end: {start:.2f} / {end:.2f}{tail}"
-
-
 def main(steps: int, reps: int, reps_sqlite: int, profile: bool) -> None:
     from mcp_server import create_server
 
@@ -410,7 +385,7 @@ def main(steps: int, reps: int, reps_sqlite: int, profile: bool) -> None:
     for kind, report in reports:
         print(f"\ncProfile, 20 runs of the {steps}-step pipeline (sync skill, checkpointer {kind})\n")
         print(report.strip())
-    print(f"\n{load_note(load)}")
+    print(f"\n{c.load_note(load)}")
     print()
     for flavour, by_saver in results.items():
         for saver, r in by_saver.items():

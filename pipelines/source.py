@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skills import DefinitionError, LoadProblem, Problem, SkillContext, SkillRunError, SkillSource
+from skills.catalog import FolderProvider
 
 from ._yamlmap import SourceMap
 from .errors import Issue, PipelineError, StepFailed, VerificationError
@@ -119,7 +120,7 @@ class PipelineSkill:
         return await self._host.execute(self, self.defaults(arguments), ctx)
 
 
-class PipelineSource:
+class PipelineSource(FolderProvider):
     """Every `*.yaml` / `*.yml` pipeline in one folder, as Skills."""
 
     def __init__(self, root: Path, source: SkillSource, label: str | None = None) -> None:
@@ -137,19 +138,6 @@ class PipelineSource:
         self._maps: dict[Path, SourceMap] = {}
         self._problems: list[LoadProblem] = []
         self._loaded = False
-
-    def skills(self) -> list[Any]:
-        if not self._loaded:
-            self.refresh()
-        return list(self._skills.values())
-
-    def problems(self) -> list[LoadProblem]:
-        if not self._loaded:
-            self.refresh()
-        return list(self._problems)
-
-    def watch_paths(self) -> list[Path]:
-        return [self.root] if self.root.is_dir() else []
 
     def relevant(self, path: Path) -> bool:
         """Only pipeline files directly in the folder matter (not run artifacts below it)."""

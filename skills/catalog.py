@@ -23,7 +23,7 @@ from .contract import FrontMatter, SkillContract
 from .errors import DefinitionError, Problem, UnknownSkillError
 from .folder import FolderSkill, folder_stamp, load_folder
 
-__all__ = ["RESERVED_NAMES", "TOOL_NAME", "Catalog", "FolderSource", "LoadProblem", "SkillProvider"]
+__all__ = ["RESERVED_NAMES", "TOOL_NAME", "Catalog", "FolderProvider", "FolderSource", "LoadProblem", "SkillProvider"]
 
 log = logging.getLogger("skills.catalog")
 
@@ -62,7 +62,35 @@ class SkillProvider(Protocol):
         ...
 
 
-class FolderSource:
+class FolderProvider:
+    """A provider over one folder, read on first use: the shared half of skill and pipeline sources.
+
+    Subclasses fill `_skills` / `_problems` in `refresh()`.
+    """
+
+    root: Path
+    _skills: dict[Path, Any]
+    _problems: list[LoadProblem]
+    _loaded: bool
+
+    def skills(self) -> list[Any]:
+        if not self._loaded:
+            self.refresh()
+        return list(self._skills.values())
+
+    def problems(self) -> list[LoadProblem]:
+        if not self._loaded:
+            self.refresh()
+        return list(self._problems)
+
+    def watch_paths(self) -> list[Path]:
+        return [self.root] if self.root.is_dir() else []
+
+    def refresh(self) -> bool:
+        raise NotImplementedError
+
+
+class FolderSource(FolderProvider):
     """Every skill folder directly under one root directory.
 
     With a `cache_dir`, what was parsed from each folder is kept in a JSON file keyed by the
@@ -81,19 +109,6 @@ class FolderSource:
         self._loaded = False
         self._cache_file = _cache_file(cache_dir, root) if cache_dir is not None else None
         self._cache: dict[str, Any] | None = None
-
-    def skills(self) -> list[Skill]:
-        if not self._loaded:
-            self.refresh()
-        return list(self._skills.values())
-
-    def problems(self) -> list[LoadProblem]:
-        if not self._loaded:
-            self.refresh()
-        return list(self._problems)
-
-    def watch_paths(self) -> list[Path]:
-        return [self.root] if self.root.is_dir() else []
 
     def refresh(self) -> bool:
         """Re-scan the root; unchanged folders keep their loaded skill object."""
