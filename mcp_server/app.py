@@ -12,6 +12,7 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import (
     CallToolResult,
     GetPromptResult,
+    InputRequiredResult,
     NotificationParams,
     PromptMessage,
     TextContent,
@@ -61,6 +63,7 @@ from ._results import error_result, to_result
 
 if TYPE_CHECKING:
     from adapters import ServerSource
+    from adapters.models import ModelService
     from pipelines.service import PipelineService
 
 __all__ = ["OrchestratorServer", "create_server"]
@@ -146,7 +149,9 @@ class OrchestratorServer(MCPServer):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult:
+    ) -> CallToolResult | InputRequiredResult:
+        from adapters.models import run_resumable  # pauses a call for the client's model (2026-07-28)
+
         skill = self.catalog.find(name)
         if skill is None and name in META_TOOLS and self.pipelines is not None:
             meta = META_TOOLS[name]
@@ -154,7 +159,8 @@ class OrchestratorServer(MCPServer):
                 check_arguments(name, meta.tool.input_schema, arguments)
             except SkillsError as exc:
                 return error_result(exc)
-            return await meta.handler(self.pipelines, arguments, self.skill_context(_MetaSkill(name), context))
+            meta_ctx = self.skill_context(_MetaSkill(name), context)
+            return await run_resumable(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
         if skill is None:
             raise ToolError(str(self.catalog.unknown(name)))
         try:
@@ -163,14 +169,24 @@ class OrchestratorServer(MCPServer):
             return error_result(exc)
         ctx = self.skill_context(skill, context)
         try:
-            value = await skill.run(arguments, ctx)
+            value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
         except SkillsError as exc:
             log.info("tool %s failed: %s", name, exc)
             return error_result(exc)
+        if isinstance(value, InputRequiredResult):
+            return value
         return to_result(skill, value)
 
+    @cached_property
+    def models(self) -> ModelService:
+        """The home's model registry (re-read when it changes) and the providers of each call."""
+        from adapters.models import ModelService
+
+        return ModelService(self.home)
+
     def skill_context(self, skill: Skill, context: Context[Any, Any] | None) -> SkillContext:
-        """The `ctx` a skill gets: progress and logs go to the calling client."""
+        """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
+        the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
         run_id = uuid.uuid4().hex[:12]
         runs = self.home.runs_dir if self.home is not None else None
         ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
@@ -178,6 +194,7 @@ class OrchestratorServer(MCPServer):
             ctx.progress_fn = context.report_progress
             ctx.log_fn = _client_logger(context, skill.name)
             ctx.extras.update(_client_requests(context))
+        self.models.attach(ctx, context)
         return ctx
 
     # -- resources ---------------------------------------------------------------------------
@@ -451,9 +468,13 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     caps = session.client_capabilities
     related = ServerMessageMetadata(related_request_id=request.request_id)
 
-    async def sampling(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def sampling(
+        params: types.CreateMessageRequestParams,
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
         message = types.CreateMessageRequest(params=params)
-        return await session.send_request(message, types.CreateMessageResult, metadata=related)
+        # A request with tools may be answered with tool_use content, which only the WithTools shape allows.
+        shape = types.CreateMessageResultWithTools if params.tools or params.tool_choice else types.CreateMessageResult
+        return await session.send_request(message, shape, metadata=related)
 
     async def elicitation(params: types.ElicitRequestParams) -> types.ElicitResult:
         message = types.ElicitRequest(params=params)

@@ -19,11 +19,13 @@ from typing import Any
 from ._yaml import YAMLError, load_yaml
 from .base import Skill
 
-__all__ = ["BUILTIN_SKILLS_DIR", "Home", "InstallReport"]
+__all__ = ["BUILTIN_SKILLS_DIR", "DEFAULT_MODELS_FILE", "Home", "InstallReport"]
 
 log = logging.getLogger("skills.home")
 
 BUILTIN_SKILLS_DIR = Path(__file__).resolve().parent / "builtin"
+DEFAULT_MODELS_FILE = Path(__file__).resolve().parent / "defaults" / "models.yaml"
+"""The shipped model registry (SPEC 6), installed as `models/registry.yaml`."""
 _MANIFEST = ".install-manifest.json"
 _REGISTRY_HEADER = """\
 # Skills known to this orchestrator home (SPEC 2).
@@ -70,6 +72,7 @@ class Home:
         return {
             "skills/registry.yaml": _REGISTRY_HEADER + "skills:\n" + _entry_lines(self._builtin_entries()),
             "servers.json": json.dumps({"mcpServers": {}}, indent=2) + "\n",
+            "models/registry.yaml": DEFAULT_MODELS_FILE.read_text(encoding="utf-8"),
         }
 
     def _builtin_entries(self) -> dict[str, dict[str, Any]]:

@@ -14,7 +14,7 @@ from skills import Home
 def test_install_creates_the_layout_and_lists_the_builtin_skills(tmp_path: Path) -> None:
     home = Home(tmp_path / "h")
     report = home.install()
-    assert sorted(report.created) == ["servers.json", "skills/registry.yaml"]
+    assert sorted(report.created) == ["models/registry.yaml", "servers.json", "skills/registry.yaml"]
     for sub in ("skills", "models", "pipelines", "runs"):
         assert (home.root / sub).is_dir()
     registry = home.read_registry()

@@ -1,0 +1,177 @@
+"""`ctx.extras["model"]`: the `skills.models.ModelAccess` a call gets, and the server's model service.
+
+`ModelService` belongs to the server: it keeps the home's registry (re-read when the file
+changes) and, for each tool call, builds a `ProviderAccess` over the providers in the
+registry's order — the Anthropic API when ANTHROPIC_API_KEY is set, the calling client's
+sampling when it declared it. The first provider that can answer a request answers it; when
+none can, `NoModelProviderError` says why each could not and how to get one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from skills import Home, SkillContext, SkillRunError
+from skills.models import Completion, NoModelProviderError, Usage
+
+from ._provider import ModelProvider, ModelRequest
+from ._rounds import ROUNDS_KEY, SamplingRounds
+from .anthropic_api import AnthropicProvider
+from .registry import ModelRegistry, load_registry
+from .sampling import SamplingProvider
+
+__all__ = ["NO_PROVIDER_HINT", "ModelService", "ProviderAccess"]
+
+log = logging.getLogger("adapters.models")
+
+NO_PROVIDER_HINT = "set ANTHROPIC_API_KEY, or call it from a client that supports sampling (e.g. Claude Desktop)"
+
+
+class ProviderAccess:
+    """A `ModelAccess` over an ordered list of providers, summing what it spends."""
+
+    def __init__(
+        self, registry: ModelRegistry, providers: Sequence[ModelProvider], *, parent: ProviderAccess | None = None
+    ) -> None:
+        self.registry = registry
+        self.providers = tuple(providers)
+        self.usage = Usage()
+        self._parent = parent
+
+    def __repr__(self) -> str:
+        names = ", ".join(p.name for p in self.providers)
+        return f"ProviderAccess(providers=[{names}], usage={self.usage.as_dict()})"
+
+    def resolve(self, model: str | None) -> str:
+        return self.registry.resolve(model)
+
+    def known(self) -> set[str]:
+        return self.registry.known()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        system: str | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """One completion; `max_tokens=None` takes the model's default from the registry."""
+        if not messages:
+            raise SkillRunError("a model call needs at least one message")
+        info = self.registry.info(model)
+        request = ModelRequest(
+            messages=list(messages),
+            model=info,
+            max_tokens=max_tokens or info.max_tokens,
+            system=system,
+            tools=list(tools) if tools else None,
+            temperature=temperature,
+        )
+        provider = self.provider_for(request)
+        completion = await provider.complete(request)
+        access: ProviderAccess | None = self
+        while access is not None:
+            access.usage.add(completion.usage)
+            access = access._parent
+        return completion
+
+    def provider_for(self, request: ModelRequest) -> ModelProvider:
+        """The first provider that can answer, or `NoModelProviderError` with every reason."""
+        reasons = []
+        for provider in self.providers:
+            why = provider.unavailable(request)
+            if why is None:
+                return provider
+            reasons.append(f"{provider.name}: {why}")
+        detail = "; ".join(reasons) if reasons else "no providers are configured in models/registry.yaml"
+        raise NoModelProviderError(f"no model provider can answer this call ({detail})", hint=NO_PROVIDER_HINT)
+
+    def child(self) -> ProviderAccess:
+        return ProviderAccess(self.registry, self.providers, parent=self)
+
+
+class ModelService:
+    """The models of one server: the home's registry and the providers of each call."""
+
+    def __init__(self, home: Home | Path | str | None = None, *, environ: Mapping[str, str] | None = None) -> None:
+        root = home.root if isinstance(home, Home) else home
+        self.registry_file = Path(root) / "models" / "registry.yaml" if root is not None else None
+        self._environ = environ
+        self._registry: ModelRegistry | None = None
+        self._stamp: tuple[int, int] | None = None
+
+    @property
+    def registry(self) -> ModelRegistry:
+        """The registry, re-read when its file changed (one stat per call)."""
+        stamp = _stamp(self.registry_file)
+        if self._registry is None or stamp != self._stamp:
+            home = self.registry_file.parent.parent if self.registry_file is not None else None
+            self._registry = load_registry(home)
+            self._stamp = stamp
+        return self._registry
+
+    def access(self, context: Any = None) -> ProviderAccess:
+        """The access of one tool call (`context`: the MCP request's `Context`, None without a client)."""
+        return self._build(context)[0]
+
+    def attach(self, ctx: SkillContext, context: Any = None) -> ProviderAccess:
+        """Put the call's access in `ctx.extras["model"]` (and, where the client samples in the
+        2026-07-28 era, what `run_resumable` needs to pause the call)."""
+        access, rounds = self._build(context)
+        ctx.extras["model"] = access
+        if rounds is not None:
+            ctx.extras[ROUNDS_KEY] = rounds
+        return access
+
+    def _build(self, context: Any) -> tuple[ProviderAccess, SamplingRounds | None]:
+        registry = self.registry
+        environ = self._environ if self._environ is not None else os.environ
+        providers: list[ModelProvider] = []
+        rounds = None
+        for name in registry.providers:
+            if name == "anthropic":
+                providers.append(AnthropicProvider(environ.get("ANTHROPIC_API_KEY")))
+            else:
+                answered = any(isinstance(p, AnthropicProvider) and p.configured for p in providers)
+                sampling = _sampling_of(context, needed=not answered)
+                rounds = sampling.rounds or rounds
+                providers.append(sampling)
+        return ProviderAccess(registry, providers), rounds
+
+
+def _sampling_of(context: Any, *, needed: bool) -> SamplingProvider:
+    from mcp_types.version import is_version_at_least
+
+    if context is None or getattr(context, "_request_context", None) is None:
+        return SamplingProvider.unavailable_because("no MCP client is connected to this call")
+    request = context.request_context
+    session = request.session
+    capability = getattr(session.client_capabilities, "sampling", None)
+    if capability is None:
+        return SamplingProvider.unavailable_because("the client did not declare the sampling capability")
+    version = request.protocol_version
+    if version is not None and is_version_at_least(version, "2026-07-28"):
+        if not needed:  # the API answers first: no need to make the call resumable
+            return SamplingProvider.unavailable_because("not used: the Anthropic API answers first")
+        rounds = SamplingRounds(context.request_state, context.input_responses)
+        return SamplingProvider.resumable(rounds, capability)
+    if not session.can_send_request:
+        return SamplingProvider.unavailable_because("this connection cannot carry requests to the client")
+    return SamplingProvider.direct(session, request.request_id, capability)
+
+
+def _stamp(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
