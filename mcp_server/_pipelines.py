@@ -2,7 +2,9 @@
 
 Meta tools are the server's own tools (not skills): `validate_pipeline` checks YAML text and
 returns every issue or the help text; `register_pipeline` saves a valid pipeline into the home
-and publishes it at once (clients get `tools/list_changed`).
+and publishes it at once (clients get `tools/list_changed`); `create_skill` has a model write,
+a reviewer approve and the skill's own tests pass a new skill before it is published;
+`plan_and_run` has a model write, verify, run and review a pipeline for a request.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from ._resources import read_skill_file
+from ._results import error_result
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
@@ -61,31 +64,93 @@ def _issues(issues: list[Any]) -> list[dict[str, Any]]:
 
 
 async def _validate(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from pipelines.describe import help_text
+    from pipelines._help_ai import cached_overview, text_hash, with_overview
 
     spec, issues = service.check(args["yaml"], args.get("file") or "<pipeline>")
     errors = [i for i in issues if i.severity == "error"]
     data: dict[str, Any] = {"valid": spec is not None and not errors, "issues": _issues(issues)}
     if spec is not None and not errors:
         data["id"] = spec.id
-        data["help"] = help_text(spec)
+        text = args["yaml"] if args["yaml"].endswith("\n") else args["yaml"] + "\n"
+        data["help"] = with_overview(spec, cached_overview(service.home.cache_dir, text_hash(text)))  # no model call
     else:
         data["report"] = "\n".join(str(i) for i in issues)
     return _structured(data)
 
 
 async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+    from pipelines._help_ai import improved_help, text_hash
     from pipelines.describe import help_text
     from pipelines.errors import PipelineError, VerificationError
 
+    text = args["yaml"] if args["yaml"].endswith("\n") else args["yaml"] + "\n"
+    spec, issues = service.check(text, "<register_pipeline>")
+    help_ = None
+    taken = spec is not None and (service.home.pipelines_dir / f"{spec.id}.yaml").exists() and not args.get("overwrite")
+    if spec is not None and not taken and not any(i.severity == "error" for i in issues):
+        # Before publishing: the tool description then carries the improved help from the start.
+        help_ = await improved_help(spec, text_hash(text), ctx, cache_dir=service.home.cache_dir, source=text)
     try:
-        skill = await service.register(args["yaml"], overwrite=bool(args.get("overwrite")))
+        skill = await service.register(text, overwrite=bool(args.get("overwrite")))
     except VerificationError as exc:
         report = "\n".join(str(i) for i in exc.issues)
         return _structured({"registered": False, "issues": _issues(exc.issues), "report": report}, error=True)
     except PipelineError as exc:
         return _structured({"registered": False, "issues": [], "report": str(exc)}, error=True)
-    return _structured({"registered": True, "id": skill.name, "file": str(skill.file), "help": help_text(skill.spec)})
+    data = {"registered": True, "id": skill.name, "file": str(skill.file), "help": help_ or help_text(skill.spec)}
+    return _structured(data)
+
+
+async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+    from pydantic import ValidationError
+
+    from skills import SkillsError
+    from skills.creator import TestCase, create_skill
+
+    try:
+        tests = [TestCase.model_validate(case) for case in args.get("test_cases") or []]
+    except ValidationError as exc:
+        return error_result(f"test_cases: {exc}", "each case is {arguments: {...}, expected: ...} or with checks")
+
+    async def refresh_pipelines() -> None:  # pipelines that called the missing skill verify now
+        await service.catalog.refresh(service.sources)
+
+    try:
+        creation = await create_skill(
+            args["request"],
+            home=service.home,
+            catalog=service.catalog,
+            ctx=ctx,
+            name=args.get("name"),
+            test_cases=tests,
+            overwrite=bool(args.get("overwrite")),
+            also_refresh=refresh_pipelines,
+        )
+    except SkillsError as exc:
+        return error_result(exc)
+    return _structured(creation.as_dict(), error=not creation.created)
+
+
+async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+    from pipelines.planner import plan_and_run
+    from skills import SkillsError
+
+    try:
+        data = await plan_and_run(
+            service,
+            args["request"],
+            ctx,
+            inputs=args.get("inputs"),
+            max_iterations=int(args.get("max_iterations", 3)),
+            max_fixes=int(args.get("max_fixes", 3)),
+            register_as=args.get("register_as"),
+            register=bool(args.get("register")),
+            overwrite=bool(args.get("overwrite")),
+            create_missing=bool(args.get("create_missing")),
+        )
+    except SkillsError as exc:
+        return error_result(exc)
+    return _structured(data, error=data["status"] == "failed")
 
 
 META_TOOLS: dict[str, MetaTool] = {
@@ -148,6 +213,133 @@ META_TOOLS: dict[str, MetaTool] = {
             annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
         ),
         _register,
+    ),
+    "create_skill": MetaTool(
+        MCPTool(
+            name="create_skill",
+            title="Create a skill",
+            description="Have a model write a new skill for a request (atomize, plan, execute, aggregate: SKILL.md, "
+            "skill.yaml, a Python script and its test cases), then a reviewer model check it and its tests run in "
+            "the script sandbox. Only a skill that passes all three is saved into the orchestrator home and "
+            "published at once as a tool; otherwise the result says at which stage and why, with the files.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "request": {"type": "string", "minLength": 1, "description": "What the skill should do."},
+                    "name": {
+                        "type": "string",
+                        "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
+                        "maxLength": 64,
+                        "description": "The skill's name (lowercase, hyphens); the model picks one when omitted.",
+                    },
+                    "test_cases": {
+                        "type": "array",
+                        "maxItems": 20,
+                        "description": "Calls the skill must pass: {arguments, expected} (expected: the result "
+                        "fields that must match) or {arguments, checks: [{path, equals|contains|type|min|max|length|"
+                        "matches}]}; the model writes its own when omitted.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "arguments": {"type": "object"},
+                                "expected": {},
+                                "checks": {"type": "array", "items": {"type": "object"}},
+                                "error": {"type": "boolean"},
+                            },
+                            "required": ["arguments"],
+                        },
+                    },
+                    "overwrite": {"type": "boolean", "default": False, "description": "Replace a skill of that name."},
+                },
+                "required": ["request"],
+                "additionalProperties": False,
+            },
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "created": {"type": "boolean"},
+                    "stage": {"type": "string"},
+                    "name": {"type": ["string", "null"]},
+                    "reasons": {"type": "array", "items": {"type": "string"}},
+                    "files": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "tests": {"type": "array", "items": {"type": "object"}},
+                    "tests_passed": {"type": "integer"},
+                    "tests_total": {"type": "integer"},
+                    "review": {"type": ["object", "null"]},
+                    "usage": {"type": "object"},
+                    "path": {"type": "string"},
+                    "published": {"type": "boolean"},
+                },
+                "required": ["created", "stage", "reasons"],
+            },
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+            ),
+        ),
+        _create_skill,
+    ),
+    "plan_and_run": MetaTool(
+        MCPTool(
+            name="plan_and_run",
+            title="Plan and run",
+            description="Have a model write a pipeline for a request from the available skills, fix it until the "
+            "verifier accepts it, run it, and let a reviewer model judge the outputs; on `needs_fix` the model "
+            "revises the pipeline and it runs again, up to max_iterations. Returns the status (complete, needs_fix, "
+            "failed), the final pipeline YAML, its outputs and run id; can register the final pipeline as a tool.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "request": {"type": "string", "minLength": 1, "description": "What should be done."},
+                    "inputs": {"type": "object", "description": "Inputs to run the pipeline with (optional)."},
+                    "max_iterations": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+                    "max_fixes": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": 10,
+                        "default": 3,
+                        "description": "Rounds of verifier errors sent back to the model per iteration.",
+                    },
+                    "register_as": {
+                        "type": "string",
+                        "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
+                        "maxLength": 64,
+                        "description": "Register the final pipeline, when complete, as a tool of this id.",
+                    },
+                    "register": {"type": "boolean", "default": False, "description": "Register it under its own id."},
+                    "overwrite": {"type": "boolean", "default": False, "description": "Replace a registered one."},
+                    "create_missing": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Create (at most 2) skills the pipeline needs that do not exist (create_skill).",
+                    },
+                },
+                "required": ["request"],
+                "additionalProperties": False,
+            },
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "status": {"type": "string", "enum": ["complete", "needs_fix", "failed"]},
+                    "iterations": {"type": "integer"},
+                    "pipeline_yaml": {"type": "string"},
+                    "pipeline_id": {"type": ["string", "null"]},
+                    "outputs": {},
+                    "run_id": {"type": ["string", "null"]},
+                    "review": {"type": ["object", "null"]},
+                    "history": {"type": "array", "items": {"type": "object"}},
+                    "issues": {"type": "array", "items": {"type": "string"}},
+                    "usage": {"type": "object"},
+                    "registered": {"type": "boolean"},
+                    "tool": {"type": "string"},
+                    "register_error": {"type": "string"},
+                },
+                "required": ["status", "iterations", "pipeline_yaml"],
+            },
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+            ),
+        ),
+        _plan_and_run,
     ),
 }
 

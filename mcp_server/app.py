@@ -195,6 +195,7 @@ class OrchestratorServer(MCPServer):
             ctx.log_fn = _client_logger(context, skill.name)
             ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context)
+        ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
         return ctx
 
     # -- resources ---------------------------------------------------------------------------
@@ -534,4 +535,7 @@ def create_server(
     home.record(catalog)
     for problem in catalog.problems():
         log.error("not published: %s", problem.error)
-    return OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
+    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
+    if service is not None:
+        service.use_models(lambda: server.models.registry.known())
+    return server

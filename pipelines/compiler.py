@@ -48,6 +48,17 @@ def _merge_fanin(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict
     return out
 
 
+def _add_usage(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    """Sum the per-step usage tallies (several items, attempts or nested calls of one step add up)."""
+    if not new:
+        return old or {}
+    out = dict(old or {})
+    for step, tally in new.items():
+        mine = out.get(step)
+        out[step] = tally if mine is None else {k: mine.get(k, 0) + v for k, v in tally.items()}
+    return out
+
+
 class RunState(TypedDict, total=False):
     """What the graph carries (and checkpoints) between nodes."""
 
@@ -57,6 +68,9 @@ class RunState(TypedDict, total=False):
     """Control data of loops and branches (indexes, saved loop variables, branch taken)."""
     fanin: Annotated[dict[str, Any], _merge_fanin]
     """Results of parallel items by step id and item index, until the loop's done node orders them."""
+    usage: Annotated[dict[str, Any], _add_usage]
+    """Tokens and cost of the model calls of each step (checkpointed: a resumed run keeps the
+    spend of the steps it does not run again)."""
 
 
 def state_names(spec: PipelineSpec) -> list[str]:
@@ -140,7 +154,7 @@ class _Builder:
             raise PipelineError(f"duplicate step id '{step.id}'", hint="step ids must be unique in a pipeline")
         self._ids.add(step.id)
         kind = step.kind
-        if kind == "skill":
+        if kind in ("skill", "agent"):
             name = self._add(step.id, _skill_node(step))
             return name, [name]
         if kind == "for":
@@ -466,6 +480,7 @@ def _fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
                 update = await ctx.run_skill_step(step, {"scope": payload["scope"], "ctl": {}}, f"{step.id}.item")
                 result: Any = update["scope"][f"{step.id}.item"]
                 changed = {k: v for k, v in update["scope"].items() if k in state_vars}
+                spent = update.get("usage")
             else:
                 # An own thread id gives the body its own lineage instead of the parent's ambient
                 # configurable (checkpoint namespace, `durability="sync"`, which LangGraph cannot
@@ -475,8 +490,12 @@ def _fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
                 inner = final["scope"]
                 result = {k: inner.get(k) for k in ids}
                 changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != payload["scope"].get(k)}
+                spent = final.get("usage")
         await ctx.item_done(step, None, None)
-        return {"fanin": {step.id: {str(index): {"result": result, "state": changed}}}}
+        update = {"fanin": {step.id: {str(index): {"result": result, "state": changed}}}}
+        if spent:
+            update["usage"] = spent
+        return update
 
     return node
 

@@ -98,8 +98,8 @@ def _outline(step: StepSpec, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}  (then{sets[1:]})")
         return
     head = _loop_head(step, _WIDTH)
-    if step.skill:
-        body = f"{head}: {step.skill}" if head else step.skill
+    if step.callee:
+        body = f"{head}: {step.callee}" if head else step.callee
         lines.append(f"{pad}- {step.id}: {body}{when}{sets}")
         return
     lines.append(f"{pad}- {step.id}: {head or 'group'}{when}{sets}:")
@@ -207,10 +207,10 @@ class _Chart:
             if step.else_ is None:
                 ends.append((node, "no branch"))
             return node, ends
-        if step.for_ is not None or step.while_ is not None or step.skill is None:
+        if step.for_ is not None or step.while_ is not None or step.callee is None:
             return self.loop(step, exits, pad, when)
         node = self.new("s")
-        self.lines.append(f'{pad}{node}["{_label(step.id)}<br/>{_label(step.skill)}{when}"]')
+        self.lines.append(f'{pad}{node}["{_label(step.id)}<br/>{_label(step.callee)}{when}"]')
         self.edge(exits, node)
         return node, [(node, None)]
 
@@ -221,9 +221,9 @@ class _Chart:
         inner = pad + "  "
         first: str | None
         ends: list[Exit]
-        if step.skill:
+        if step.callee:
             node = self.new("s")
-            self.lines.append(f'{inner}{node}["{_label(step.id)}<br/>{_label(step.skill)}"]')
+            self.lines.append(f'{inner}{node}["{_label(step.id)}<br/>{_label(step.callee)}"]')
             self.edge(exits, node)
             first, ends = node, [(node, None)]
         else:

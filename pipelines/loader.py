@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._yamlmap import Path_, SourceMap, load_with_positions
 from .errors import Issue, VerificationError
-from .spec import ElifBranch, ForSpec, IfSpec, PipelineSpec, RetrySpec, StepSpec, WhileSpec
+from .spec import AgentSpec, ElifBranch, ForSpec, IfSpec, PipelineSpec, RetrySpec, StepSpec, WhileSpec
 
 __all__ = ["load_spec", "load_spec_file"]
 
@@ -19,6 +19,7 @@ _MODELS_BY_KEY: dict[str, type[BaseModel]] = {
     "while": WhileSpec,
     "if": IfSpec,
     "retry": RetrySpec,
+    "agent": AgentSpec,
 }
 
 

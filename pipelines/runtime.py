@@ -4,10 +4,17 @@
 the checkpointed state): the Catalog to call skills through, the caller's progress and log
 channel, the run's artifact directory and the parallelism limits. `run_pipeline` opens the
 SQLite checkpointer, runs or resumes the graph under the run id, and records the run.
+
+Model calls: each call of a step gets its own child of the caller's `ModelAccess`, so what it
+spends (tokens, cost; retries and loop items included) is summed per step in the graph's
+`usage` channel, checkpointed with the rest, and returned as the result's `usage` key. An
+instructions skill (no skill.yaml) is carried out by the model here, and an `agent:` step runs
+an agent over its allow-list.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +27,8 @@ import anyio
 
 from skills import Catalog, SkillContext, SkillsError
 from skills._schema import check_arguments
+from skills.contract import RunSpec, SkillContract
+from skills.models import Usage
 
 from .errors import ExpressionError, PipelineError, StepFailed
 from .expressions import evaluate, render, truthy
@@ -106,6 +115,7 @@ class RunContext:
         scope = state["scope"]
         if output_key is None and not self.condition_holds(step, scope):
             return self.finish_step(step, scope, None)
+        spent = Usage()
         try:
             arguments = render(step.parameters, scope)
         except ExpressionError as exc:
@@ -115,17 +125,20 @@ class RunContext:
             await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {failure}")
             output: Any = {"error": str(failure), "step": step.id}
         else:
-            output = await self._call_with_policy(step, arguments)
-        if output_key is not None:
-            return {"scope": {output_key: output}}
-        return self.finish_step(step, scope, output)
+            output = await self._call_with_policy(step, arguments, spent)
+        update: dict[str, Any] = (
+            {"scope": {output_key: output}} if output_key is not None else self.finish_step(step, scope, output)
+        )
+        if spent.calls or spent.total_tokens:
+            update["usage"] = {step.id: spent.as_dict()}
+        return update
 
-    async def _call_with_policy(self, step: StepSpec, arguments: Any) -> Any:
+    async def _call_with_policy(self, step: StepSpec, arguments: Any, spent: Usage) -> Any:
         attempts = step.retry.attempts if step.retry else 1
         backoff = step.retry.backoff if step.retry else 0.0
         for attempt in range(1, attempts + 1):
             try:
-                return await self._call(step, arguments)
+                return await self._call(step, arguments, spent)
             except (SkillsError, PipelineError) as exc:
                 message = str(exc)
                 if attempt < attempts:
@@ -143,32 +156,61 @@ class RunContext:
                 raise StepFailed(detail, hint=hint, step_id=step.id) from None
         raise AssertionError("unreachable")
 
-    async def _call(self, step: StepSpec, arguments: Any) -> Any:
-        assert step.skill is not None
-        skill = self.catalog.get(step.skill)
+    async def _call(self, step: StepSpec, arguments: Any, spent: Usage) -> Any:
+        """One attempt of the step's call; what its model calls spend is added to `spent`."""
         if not isinstance(arguments, dict):
             raise StepFailed(f"step '{step.id}': parameters must be a mapping", step_id=step.id)
-        check_arguments(skill.name, skill.input_schema, arguments)
+        extras = {
+            **self.skill_ctx.extras,
+            "step": step.id,
+            "step_model": step.model,
+            "pipeline_model": self.spec.model,
+        }
+        extras.setdefault("catalog", self.catalog)
+        access = extras.get("model")
+        child = access.child() if access is not None else None
+        if child is not None:
+            extras["model"] = child
+        if step.agent is not None:
+            from skills._agent import run_agent
+
+            contract = SkillContract(run=RunSpec(agent=step.agent))
+            check_arguments(f"agent step '{step.id}'", contract.inputs, arguments)
+            name, work = step.id, functools.partial(run_agent, _StepAgent(step), contract, arguments)
+        else:
+            assert step.skill is not None
+            skill = self.catalog.get(step.skill)
+            name = skill.name
+            if skill.kind == "instructions":  # carried out by the model; any parameters are the task
+                from skills._prompt import carry_out
+
+                work = functools.partial(carry_out, skill, arguments)
+            else:
+                check_arguments(skill.name, skill.input_schema, arguments)
+                work = functools.partial(skill.run, arguments)
         ctx = SkillContext(
-            skill=skill.name,
+            skill=name,
             artifact_dir=self.artifact_dir,
             run_id=self.run_id,
             progress_fn=_no_progress,
             log_fn=self.skill_ctx.log_fn,
-            extras={**self.skill_ctx.extras, "step": step.id},
+            extras=extras,
         )
         try:
             if step.timeout:
                 with anyio.fail_after(step.timeout):
-                    result = await skill.run(arguments, ctx)
+                    result = await work(ctx)
             else:
-                result = await skill.run(arguments, ctx)
+                result = await work(ctx)
         except TimeoutError:
             raise StepFailed(
                 f"step '{step.id}' did not finish within {step.timeout:g}s",
                 hint="raise the step's `timeout:`",
                 step_id=step.id,
             ) from None
+        finally:
+            if child is not None:
+                spent.add(child.usage)
         return _plain(result)
 
     def finish_step(
@@ -225,6 +267,23 @@ class RunContext:
 
 async def _no_progress(done: float, total: float | None, message: str | None) -> None:
     return None
+
+
+class _StepAgent:
+    """An `agent:` step as the Skill an agent run needs: its name, description and instructions."""
+
+    kind = "agent"
+
+    def __init__(self, step: StepSpec) -> None:
+        self.name = step.id
+        self.description = step.description or step.name or f"the agent of step {step.id}"
+        self._body = step.description or ""
+
+    def body(self) -> str:
+        return self._body
+
+    def files(self) -> list[str]:
+        return []
 
 
 def _plain(result: Any) -> Any:
@@ -292,7 +351,36 @@ async def run_pipeline(
             raise PipelineError(f"run {run_id} has nothing to resume", hint="start a new run")
     scope = final.get("scope", {})
     log.info("pipeline %s run %s finished in %.3fs", spec.id, run_id, time.perf_counter() - started)
-    return {**outputs_of(spec, scope), "run_id": run_id}
+    result = outputs_of(spec, scope)
+    usage = usage_of(final.get("usage") or {})
+    if usage is not None:
+        result["usage"] = usage
+        await ctx.log(
+            "info",
+            f"pipeline {spec.id}: {usage['calls']} model call(s), {usage['total_tokens']:,} tokens, "
+            f"${usage['cost_usd']:.4f}",
+        )
+    return {**result, "run_id": run_id}
+
+
+def usage_of(steps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's usage: totals over its steps, and the steps that called a model (None: none did)."""
+    if not steps:
+        return None
+    total = Usage()
+    for tally in steps.values():
+        total.add(
+            Usage(
+                input_tokens=int(tally.get("input_tokens", 0)),
+                output_tokens=int(tally.get("output_tokens", 0)),
+                cost_usd=float(tally.get("cost_usd", 0.0)),
+                calls=int(tally.get("calls", 0)),
+            )
+        )
+    per_step = {
+        step: {**tally, "cost_usd": round(float(tally.get("cost_usd", 0.0)), 6)} for step, tally in steps.items()
+    }
+    return {**total.as_dict(), "steps": per_step}
 
 
 async def _settle(checkpointer: Any) -> None:

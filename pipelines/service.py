@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -44,12 +44,26 @@ class PipelineService:
             source.catalog = catalog
             source.runner = self.run
             source.others = self.specs
+            source.help_cache = home.cache_dir
         for source in self.sources:
             catalog.add_provider(source)
         self._saver: Any = None
         self._saver_stack: AsyncExitStack | None = None
         self._saver_users = 0
         self._saver_lock = anyio.Lock()
+
+    models: Callable[[], Collection[str]] | None = None
+    """The model roles and ids the server knows; set with `use_models` (pipelines cannot import adapters)."""
+
+    def use_models(self, known: Callable[[], Collection[str]]) -> None:
+        """Check `model:` in pipelines against `known()` from now on (and re-verify what is published)."""
+        self.models = known
+        for source in self.sources:
+            source.models = known
+        self.catalog.rebuild(list(self.sources))
+
+    def _models(self) -> Collection[str] | None:
+        return self.models() if self.models is not None else None
 
     def specs(self) -> dict[str, PipelineSpec]:
         """Every published pipeline by id (later sources win, as in the Catalog)."""
@@ -66,12 +80,15 @@ class PipelineService:
 
         path = path.resolve()
         spec, smap = load_spec_file(path)
-        issues = verify(spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec})
+        issues = verify(
+            spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec}, models=self._models()
+        )
         errors = [i for i in issues if i.severity == "error"]
         if errors:
             raise VerificationError(f"{len(errors)} problem(s) in {path}", issues=issues)
         host = PipelineSource(path.parent, "user", label=str(path.parent))
         host.catalog, host.runner, host.others = self.catalog, self.run, self.specs
+        host.help_cache = self.home.cache_dir
         skill = PipelineSkill(spec, path, "user", host)
         skill.warnings = issues
         return skill
@@ -180,7 +197,7 @@ class PipelineService:
         """Every issue of a pipeline text against this server's Catalog and pipelines."""
         from .verify import check_text
 
-        return check_text(text, file, catalog=self.catalog, pipelines=self.specs())
+        return check_text(text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models())
 
     async def register(self, text: str, *, overwrite: bool = False) -> PipelineSkill:
         """Validate, save into the home's pipelines/, and publish at once."""

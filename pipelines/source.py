@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,10 +65,19 @@ class PipelineSkill:
 
     @property
     def description(self) -> str:
-        from .describe import help_text
+        from ._help_ai import cached_overview, text_hash, with_overview
 
         head = self.spec.description.strip() or f"Pipeline {self.spec.id}."
-        return f"{head}\n\n{help_text(self.spec, description=False)}"
+        overview = None
+        if self._host.help_cache is not None:  # a model's overview, when one was made for this file
+            digest = self.__dict__.get("_digest")
+            if digest is None:
+                try:
+                    digest = self.__dict__["_digest"] = text_hash(self.file.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError):
+                    digest = self.__dict__["_digest"] = ""
+            overview = cached_overview(self._host.help_cache, digest) if digest else None
+        return f"{head}\n\n{with_overview(self.spec, overview, description=False)}"
 
     @property
     def source(self) -> SkillSource:
@@ -132,7 +141,11 @@ class PipelineSource(FolderProvider):
         self.runner: Callable[[PipelineSkill, dict[str, Any], SkillContext], Any] | None = None
         """Runs a pipeline (set by the server: it owns the home, checkpoints and run history)."""
         self.others: Callable[[], dict[str, PipelineSpec]] = dict
+        self.models: Callable[[], Collection[str]] | None = None
+        """The model roles and ids the server knows (set by the server; unknown ones are errors)."""
         """All pipelines known to the server (for calls between pipelines and cycle checks)."""
+        self.help_cache: Path | None = None
+        """Where model-improved help is cached (`<home>/cache`; set by the server)."""
         self._skills: dict[Path, PipelineSkill] = {}
         self._stamps: dict[Path, tuple[int, int]] = {}
         self._maps: dict[Path, SourceMap] = {}
@@ -187,7 +200,8 @@ class PipelineSource(FolderProvider):
     def _verify(self, file: Path, spec: PipelineSpec, known: dict[str, PipelineSpec]) -> list[Issue]:
         from .verify import verify
 
-        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known)
+        models = self.models() if self.models is not None else None
+        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known, models=models)
 
     async def execute(self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext) -> Any:
         if self.runner is None:

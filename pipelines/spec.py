@@ -13,7 +13,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from skills.contract import AgentSpec
+
 __all__ = [
+    "USAGE_SCHEMA",
+    "AgentSpec",
     "ElifBranch",
     "ForSpec",
     "IfSpec",
@@ -24,7 +28,7 @@ __all__ = [
     "WhileSpec",
 ]
 
-StepKind = Literal["skill", "for", "while", "if", "group"]
+StepKind = Literal["skill", "agent", "for", "while", "if", "group"]
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PIPELINE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 DEFAULT_MAX_ITERATIONS = 100
@@ -113,7 +117,13 @@ class StepSpec(_Model):
     name: str | None = None
     description: str | None = None
     skill: str | None = None
-    """Skill, imported tool or pipeline to call."""
+    """Skill, imported tool or pipeline to call. An instructions skill (no skill.yaml) is carried
+    out by the model: its SKILL.md body as the instructions, the step's parameters as the task."""
+    agent: AgentSpec | None = None
+    """Instead of `skill`: an agent working over an allow-list of skills, with hard limits
+    (`skills`, `max_iterations`, `max_tokens`, `max_cost_usd`, `timeout`, `model`,
+    `instructions`); `parameters` gives it `task` (and `context`). Its output is the agent
+    result: status, output, summary, confidence, tokens, cost_usd, duration_s, iterations."""
     parameters: dict[str, Any] = Field(default_factory=dict)
     """Arguments of the skill; strings may hold `{{ }}` expressions."""
     condition: Condition | None = None
@@ -128,7 +138,8 @@ class StepSpec(_Model):
     state: Annotated[dict[str, Any], BeforeValidator(_state_names)] = Field(default_factory=dict)
     """State assignments run after the step, in scope of its output."""
     model: str | None = None
-    """Model role or id for model-backed skills."""
+    """Model role or id for the step's model calls (prompt, instructions and agent skills);
+    beats the skill's own `model:` and the pipeline's."""
     timeout: float | None = Field(default=None, gt=0, le=86_400)
     """Seconds one attempt of the step may take."""
     retry: RetrySpec | None = None
@@ -154,19 +165,22 @@ class StepSpec(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepSpec:
+        calls = self.skill or self.agent is not None
+        if self.skill and self.agent is not None:
+            raise ValueError("a step calls either a `skill` or an `agent`, not both")
         if self.if_ is not None:
-            if self.skill or self.for_ or self.while_ or self.steps:
-                raise ValueError("an `if` step only branches: move skill/for/while/steps into its branches")
+            if calls or self.for_ or self.while_ or self.steps:
+                raise ValueError("an `if` step only branches: move skill/agent/for/while/steps into its branches")
         elif self.elif_ or self.else_ is not None:
             raise ValueError("`elif` and `else` need an `if:` on the same step")
         if self.while_ is not None and self.for_ is not None:
             raise ValueError("a step is either a `for` or a `while` loop, not both")
-        if self.skill and self.steps:
-            raise ValueError("a step has either `skill` or nested `steps`, not both")
-        if self.while_ is not None and not self.steps and not self.skill:
+        if calls and self.steps:
+            raise ValueError("a step has either `skill` (or `agent`) or nested `steps`, not both")
+        if self.while_ is not None and not self.steps and not calls:
             raise ValueError("a `while` step needs nested `steps` (or a `skill`) to repeat")
-        if self.if_ is None and not self.skill and not self.steps:
-            raise ValueError("a step needs `skill`, nested `steps`, or `if`")
+        if self.if_ is None and not calls and not self.steps:
+            raise ValueError("a step needs `skill`, `agent`, nested `steps`, or `if`")
         return self
 
     @property
@@ -177,7 +191,21 @@ class StepSpec(_Model):
             return "for"
         if self.while_ is not None:
             return "while"
+        if self.agent is not None:
+            return "agent"
         return "skill" if self.skill else "group"
+
+    @property
+    def calls(self) -> bool:
+        """True when the step itself calls something (a skill or an agent), loop or not."""
+        return bool(self.skill) or self.agent is not None
+
+    @property
+    def callee(self) -> str | None:
+        """What the step calls, for help text and graphs: the skill's name, or `agent`."""
+        if self.skill:
+            return self.skill
+        return "agent" if self.agent is not None else None
 
     def branches(self) -> list[tuple[str, str | None, list[StepSpec]]]:
         """(`then`|`elif1`...|`else`, condition, steps) of an `if` step, in order."""
@@ -217,7 +245,8 @@ class PipelineSpec(_Model):
     outputs: dict[str, Any] | None = None
     """Result of the pipeline: name -> expression. Without it, every top-level step's output."""
     model: str | None = None
-    """Default model role or id for model-backed steps."""
+    """Default model role or id for the model calls of its steps (a step's or a skill's own
+    `model:` beats it)."""
     timeout: float | None = Field(default=None, gt=0, le=86_400)
     """Seconds the whole run may take."""
 
@@ -254,6 +283,7 @@ class PipelineSpec(_Model):
         names = list(self.outputs) if self.outputs is not None else [s.id for s in self.steps]
         props: dict[str, Any] = {n: {} for n in names}
         props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
+        props["usage"] = USAGE_SCHEMA
         return {"type": "object", "properties": props, "required": ["run_id"]}
 
     def walk(self) -> Iterator[StepSpec]:
@@ -263,6 +293,23 @@ class PipelineSpec(_Model):
             step = stack.pop()
             yield step
             stack.extend(reversed(step.children()))
+
+
+_TALLY: dict[str, Any] = {
+    "input_tokens": {"type": "integer"},
+    "output_tokens": {"type": "integer"},
+    "total_tokens": {"type": "integer"},
+    "cost_usd": {"type": "number"},
+    "calls": {"type": "integer"},
+}
+USAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Tokens and cost of the run's model calls, in total and per step (only when a model was called).",
+    "properties": {
+        **_TALLY,
+        "steps": {"type": "object", "additionalProperties": {"type": "object", "properties": _TALLY}},
+    },
+}
 
 
 def _property_of(default: Any) -> dict[str, Any]:

@@ -235,14 +235,18 @@ class _Verifier:
             scope = set(self.base) | {s.id for s in spec.steps}
             for path, text in _strings(spec.outputs, ("outputs",)):
                 self.expression(path, text, scope, None)
-            if "run_id" in spec.outputs:
-                self.add(
-                    ("outputs", "run_id"),
-                    "output 'run_id' is reserved",
-                    "every result carries the run's own run_id; rename this output",
-                    "reserved-output",
-                    key=True,
-                )
+            for reserved, why in (
+                ("run_id", "the run's own run_id"),
+                ("usage", "the tokens and cost of its model calls"),
+            ):
+                if reserved in spec.outputs:
+                    self.add(
+                        ("outputs", reserved),
+                        f"output '{reserved}' is reserved",
+                        f"every result carries {why} under that name; rename this output",
+                        "reserved-output",
+                        key=True,
+                    )
         self.model(("model",), spec.model)
         self.shadowing()
         self.cycles()
@@ -293,6 +297,9 @@ class _Verifier:
         if step.skill:
             self.expression((*path, "parameters"), step.parameters, body, step)
             self.skill(step, body)
+        elif step.agent is not None:
+            self.expression((*path, "parameters"), step.parameters, body, step)
+            self.agent(step, body)
         elif step.parameters:
             self.add(
                 (*path, "parameters"),
@@ -466,9 +473,37 @@ class _Verifier:
             if found is None:
                 self.unknown_skill(step, name)
                 return
+            if found.kind == "instructions":
+                return  # carried out by the model: any parameters are its task
             schema = found.input_schema
         if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
             self.arguments(step, name, schema, scope)
+
+    def agent(self, step: StepSpec, scope: Collection[str]) -> None:
+        """An `agent:` step: its task parameters, its model, and the skills it may call."""
+        from skills.contract import AGENT_INPUTS
+
+        assert step.agent is not None
+        self.arguments(step, "agent", AGENT_INPUTS, scope, anchor="agent")
+        self.model((*step.path, "agent", "model"), step.agent.model)
+        if self.catalog is None:
+            return
+        for index, name in enumerate(step.agent.skills):
+            where = (*step.path, "agent", "skills", index)
+            if any(c in name for c in "*?["):
+                continue  # a pattern: whatever matches when the agent starts
+            found = self.catalog.find(name)
+            if found is None and name not in self.pipelines:
+                close = _close(name, [*self.catalog.names(), *self.pipelines])
+                hint = f"did you mean '{close}'?" if close else "`orchestrator skills list` shows the skills that exist"
+                self.add(where, f"unknown skill '{name}' in the agent's allow-list", hint, "unknown-skill")
+            elif found is not None and found.kind == "agent":
+                self.add(
+                    where,
+                    f"'{name}' is an agent, and agents cannot call agents",
+                    "give this agent the skills that agent uses instead",
+                    "nested-agent",
+                )
 
     def unknown_skill(self, step: StepSpec, name: str) -> None:
         assert self.catalog is not None
@@ -479,7 +514,9 @@ class _Verifier:
             hint = f"did you mean '{close}'?" if close else "`orchestrator skills list` shows the skills that exist"
         self.add((*step.path, "skill"), f"unknown skill '{name}'", hint, "unknown-skill")
 
-    def arguments(self, step: StepSpec, skill: str, schema: dict[str, Any], scope: Collection[str]) -> None:
+    def arguments(
+        self, step: StepSpec, skill: str, schema: dict[str, Any], scope: Collection[str], anchor: str = "skill"
+    ) -> None:
         props: dict[str, Any] = schema["properties"]
         params = step.parameters
         where = (*step.path, "parameters")
@@ -491,7 +528,7 @@ class _Verifier:
             about = f" ({prop['type']})" if isinstance(prop.get("type"), str) else ""
             about += f": {prop['description']}" if isinstance(prop.get("description"), str) else ""
             self.add(
-                where if has_params else (*step.path, "skill"),
+                where if has_params else (*step.path, anchor),
                 f"'{skill}' needs the argument '{required}'",
                 f"add `{required}` to parameters{about}",
                 "missing-argument",

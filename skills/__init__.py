@@ -6,7 +6,6 @@ from .contract import FrontMatter, SkillContract
 from .errors import (
     ArgumentsError,
     DefinitionError,
-    NeedsModelError,
     OutputError,
     Problem,
     SkillRunError,
@@ -29,7 +28,6 @@ __all__ = [
     "FrontMatter",
     "Home",
     "LoadProblem",
-    "NeedsModelError",
     "OutputError",
     "Problem",
     "Skill",

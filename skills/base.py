@@ -23,7 +23,7 @@ __all__ = [
     "SkillSource",
 ]
 
-SkillKind = Literal["python", "script", "instructions", "prompt", "pipeline", "remote"]
+SkillKind = Literal["python", "script", "instructions", "prompt", "agent", "pipeline", "remote"]
 """How a skill does its work; `remote` is an imported upstream MCP tool."""
 
 SkillSource = Literal["builtin", "home", "user", "created", "pipeline", "server"]

@@ -284,6 +284,12 @@ class Catalog:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
+    def rebuild(self, providers: list[SkillProvider]) -> None:
+        """Re-read `providers` and re-merge now, without notifying (for set-up before serving)."""
+        for provider in providers:
+            provider.refresh()
+        self._merge()
+
     async def refresh(self, providers: list[SkillProvider] | None = None) -> bool:
         """Re-read the given providers (all by default); notify listeners if anything changed."""
         changed = False

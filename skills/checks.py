@@ -7,6 +7,9 @@ run on the raw YAML too, so a field error in one place never hides a violation e
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,9 @@ from .contract import KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillC
 from .errors import Problem
 
 __all__ = ["check_folder", "inside", "read_front_matter"]
+
+_ALLOWED = re.compile(r"^[a-zA-Z0-9_*?\[\]-]{1,64}$")
+"""A tool name, or a shell-style pattern of tool names, in an agent's allow-list."""
 
 _HINTS = {
     "name": "use 1-64 lowercase letters, digits and single hyphens, equal to the folder name",
@@ -61,8 +67,10 @@ def _hint(loc: str, kind: str) -> str:
         return _HINTS[top]
     if kind == "extra_forbidden":
         return "remove the key or check its spelling against SPEC section 3"
+    if loc.startswith("run.agent"):
+        return "see `run.agent` in SPEC section 3: skills, max_iterations, max_tokens, max_cost_usd, timeout, model"
     if top == "run":
-        return "write e.g. `run: {python: impl:main}` or `run: {script: scripts/run.py}`"
+        return "write e.g. `run: {python: impl:main}`, `run: {script: scripts/run.py}` or `run: {prompt: prompt.md}`"
     if kind == "missing":
         return f"add `{loc}`"
     return "see SPEC section 3 for this field"
@@ -137,7 +145,9 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
     return front, problems
 
 
-def _check_contract(root: Path, strict: bool) -> tuple[SkillContract | None, list[Problem]]:
+def _check_contract(
+    root: Path, strict: bool, models: Collection[str] | None = None
+) -> tuple[SkillContract | None, list[Problem]]:
     path = root / "skill.yaml"
     try:
         data = load_yaml(path.read_text(encoding="utf-8"))
@@ -157,6 +167,8 @@ def _check_contract(root: Path, strict: bool) -> tuple[SkillContract | None, lis
         problems.extend(_from_validation(path, exc))
     problems.extend(_check_schemas(path, data, strict))
     problems.extend(_check_run(root, path, data))
+    if models is not None:
+        problems.extend(_check_models(path, data, models))
     return contract, problems
 
 
@@ -181,43 +193,85 @@ def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Probl
 
 def _check_run(root: Path, path: Path, data: dict[str, Any]) -> list[Problem]:
     run = data.get("run")
-    problems = []
-    if (isinstance(run, dict) and run.get("prompt")) or data.get("model"):
-        problems.append(
-            Problem(
-                path,
-                "prompt skills and `model:` need a model provider, which this server does not have yet",
-                field="run.prompt" if isinstance(run, dict) and run.get("prompt") else "model",
-                hint="use run: python or run: script, or wait for model support",
-            )
-        )
+    problems: list[Problem] = []
     if not isinstance(run, dict):
         return problems
-    python, script = run.get("python"), run.get("script")
+    python, script, prompt = run.get("python"), run.get("script"), run.get("prompt")
     if isinstance(python, str) and ":" not in python:
         message = f"run.python '{python}' must be 'module:function'"
         problems.append(
             Problem(path, message, field="run.python", hint="e.g. `python: impl:main` for main() in impl.py")
         )
         return problems
-    target = python.partition(":")[0].replace(".", "/") + ".py" if isinstance(python, str) else script
+    if isinstance(run.get("agent"), dict):
+        problems.extend(_check_agent(root, path, run["agent"]))
+    if isinstance(python, str):
+        target: Any = python.partition(":")[0].replace(".", "/") + ".py"
+        what = "implementation"
+    elif script:
+        target, what = script, "implementation"
+    else:
+        target, what = prompt, "prompt template"
     if not isinstance(target, str) or not target:
         return problems
     found = inside(root, target)
+    field = "run.prompt" if what == "prompt template" else "run"
     if found is None:
-        message, hint = f"'{target}' is outside the skill folder", "keep implementation files inside the skill folder"
-        problems.append(Problem(path, message, field="run", hint=hint))
+        message, hint = f"'{target}' is outside the skill folder", f"keep {what} files inside the skill folder"
+        problems.append(Problem(path, message, field=field, hint=hint))
     elif not found.is_file():
         problems.append(
-            Problem(path, f"'{target}' does not exist", field="run", hint=f"create {target} in the skill folder")
+            Problem(path, f"'{target}' does not exist", field=field, hint=f"create {target} in the skill folder")
         )
     return problems
 
 
-def check_folder(root: Path, *, strict: bool = False) -> tuple[FrontMatter | None, SkillContract | None, list[Problem]]:
-    """Read and check one skill folder; every violation found is returned, none raised."""
+def _check_agent(root: Path, path: Path, agent: dict[str, Any]) -> list[Problem]:
+    names = agent.get("skills")
+    if not isinstance(names, list):
+        return []  # wrong type: the model's own error says so
+    problems = []
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            continue
+        if name == root.name:
+            message, hint = "an agent cannot call itself", "remove the skill's own name from run.agent.skills"
+        elif not _ALLOWED.match(name):
+            message = f"'{name}' is not a skill name or pattern"
+            hint = "list Catalog names (letters, digits, '_', '-'), or patterns such as `git_*`"
+        else:
+            continue
+        problems.append(Problem(path, message, field=f"run.agent.skills.{index}", hint=hint))
+    return problems
+
+
+def _check_models(path: Path, data: dict[str, Any], models: Collection[str]) -> list[Problem]:
+    run = data.get("run")
+    agent = run.get("agent") if isinstance(run, dict) else None
+    wanted = [("model", data.get("model"))]
+    if isinstance(agent, dict):
+        wanted.append(("run.agent.model", agent.get("model")))
+    problems = []
+    for field, model in wanted:
+        if not isinstance(model, str) or model in models:
+            continue
+        close = difflib.get_close_matches(model, list(models), n=1, cutoff=0.6)
+        known = ", ".join(sorted(models)[:10]) or "none are configured"
+        hint = f"did you mean '{close[0]}'?" if close else f"known models: {known} (models/registry.yaml)"
+        problems.append(Problem(path, f"unknown model '{model}'", field=field, hint=hint))
+    return problems
+
+
+def check_folder(
+    root: Path, *, strict: bool = False, models: Collection[str] | None = None
+) -> tuple[FrontMatter | None, SkillContract | None, list[Problem]]:
+    """Read and check one skill folder; every violation found is returned, none raised.
+
+    `models` (every role and id the model registry knows) enables the check of `model:`;
+    without it the model names are not judged (loading does not need the registry).
+    """
     front, problems = _check_front(root, strict)
     if front is None and problems and problems[0].message.startswith(("SKILL.md is missing", "front matter is not")):
         return None, None, problems
-    contract, contract_problems = _check_contract(root, strict)
+    contract, contract_problems = _check_contract(root, strict, models)
     return front, contract, problems + contract_problems

@@ -11,12 +11,27 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "AGENT_INPUTS",
     "KNOWN_FRONT_MATTER_KEYS",
     "NAME_PATTERN",
+    "AgentSpec",
     "FrontMatter",
+    "RunKind",
     "RunSpec",
     "SkillContract",
 ]
+
+RunKind = Literal["python", "script", "prompt", "agent"]
+
+AGENT_INPUTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {"type": "string", "description": "What the agent should accomplish."},
+        "context": {"type": "string", "description": "Background the agent should know (optional)."},
+    },
+    "required": ["task"],
+}
+"""The inputs of an agent skill whose skill.yaml declares none."""
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 """Agent Skills names: lowercase letters, digits and single hyphens, no hyphen at either end."""
@@ -43,8 +58,36 @@ class FrontMatter(BaseModel):
     """Tools the skill may use (informational for this server)."""
 
 
+class AgentSpec(BaseModel):
+    """`run: {agent: ...}`: a model working in a tool-use loop over an allow-list of skills.
+
+    Every limit is hard: the loop stops as soon as one is reached and the result says which
+    (`status`). An agent never gets another agent as a tool, and cannot start one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    skills: list[str] = Field(default_factory=list)
+    """Names of the Catalog skills (and imported tools, and pipelines) the agent may call;
+    shell-style patterns (`git_*`) are allowed. Agent skills are never offered."""
+    max_iterations: int = Field(default=20, ge=1, le=1000)
+    """Most model turns (one model answer and the tool calls it asks for)."""
+    max_tokens: int = Field(default=100_000, ge=100, le=100_000_000)
+    """Most tokens (input + output, every turn, and model calls of the tools) the agent may spend."""
+    max_cost_usd: float = Field(default=0.50, gt=0, le=10_000)
+    """Most US dollars the agent may spend (prices from the model registry)."""
+    timeout: float = Field(default=600, gt=0, le=86_400)
+    """Wall-clock seconds; the skill's own `timeout:` does not apply to agents."""
+    model: str | None = None
+    """Model role or id (default: the skill's `model:`, else the `orchestrator` role)."""
+    instructions: str | None = None
+    """Extra instructions appended to the SKILL.md body in the agent's system prompt."""
+    max_output_tokens: int = Field(default=4096, ge=16, le=128_000)
+    """Most tokens one model answer may take."""
+
+
 class RunSpec(BaseModel):
-    """How the skill runs: exactly one of `python`, `script`, `prompt`."""
+    """How the skill runs: exactly one of `python`, `script`, `prompt`, `agent`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -54,23 +97,29 @@ class RunSpec(BaseModel):
     script: str | None = None
     """Path of a program inside the skill folder: JSON arguments on stdin, JSON result on stdout."""
     prompt: str | None = None
-    """Jinja template of the arguments, answered by a model (needs a model provider)."""
+    """Path of a Jinja template inside the skill folder (e.g. `prompt.md`): rendered with the
+    arguments and answered by a model, with the SKILL.md body as the system instructions."""
+    agent: AgentSpec | None = None
+    """A tool-use loop over an allow-list of skills, with hard limits (see `AgentSpec`)."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RunSpec:
-        chosen = [k for k in ("python", "script", "prompt") if getattr(self, k)]
+        chosen = [k for k in ("python", "script", "prompt", "agent") if getattr(self, k)]
         if len(chosen) != 1:
             raise ValueError(
-                "run: needs exactly one of python, script, prompt" + (f" (got {', '.join(chosen)})" if chosen else "")
+                "run: needs exactly one of python, script, prompt, agent"
+                + (f" (got {', '.join(chosen)})" if chosen else "")
             )
         return self
 
     @property
-    def kind(self) -> Literal["python", "script", "prompt"]:
+    def kind(self) -> RunKind:
         if self.python:
             return "python"
         if self.script:
             return "script"
+        if self.agent is not None:
+            return "agent"
         return "prompt"
 
 
@@ -86,9 +135,12 @@ class SkillContract(BaseModel):
     run: RunSpec
     """How the skill runs."""
     model: str | None = None
-    """Model role or id for prompt skills (needs a model provider)."""
+    """Model role (`orchestrator`, `review`, `validation`) or model id for prompt and agent skills;
+    default `orchestrator`. A pipeline step's `model:` overrides it."""
+    max_output_tokens: int = Field(default=4096, ge=16, le=128_000)
+    """Most tokens one model answer of a prompt skill may take."""
     timeout: float = Field(default=60, gt=0, le=3600)
-    """Seconds before the call is stopped."""
+    """Seconds before the call is stopped (agents use `run.agent.timeout`)."""
     memory_mb: int = Field(default=512, ge=16, le=16384)
     """Address-space limit of a script skill's process, in MiB."""
     max_output_bytes: int = Field(default=1_000_000, ge=1024, le=64_000_000)
@@ -99,3 +151,9 @@ class SkillContract(BaseModel):
     """MCP tool annotations: readOnlyHint, destructiveHint, idempotentHint, openWorldHint, title."""
     enabled: bool = True
     """False keeps the skill loaded but unpublished (e.g. a risky skill that is off by default)."""
+
+    @model_validator(mode="after")
+    def _agent_inputs(self) -> SkillContract:
+        if self.run.agent is not None and "inputs" not in self.model_fields_set:
+            self.inputs = dict(AGENT_INPUTS)
+        return self

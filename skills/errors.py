@@ -5,12 +5,13 @@ carry a location and a hint; runtime failures say what went wrong while a skill 
 
     SkillsError
     ├── DefinitionError          a skill folder that cannot be loaded (file, field, hint)
-    │   └── NeedsModelError      a prompt skill / model: while no model provider exists
     ├── UnknownSkillError        no skill of that name in the Catalog
     ├── ArgumentsError           arguments that do not fit the input schema (names the field)
     └── SkillRunError            the skill ran and failed
         ├── SkillTimeoutError    killed at its timeout
-        └── OutputError          the result broke the contract (too large, not JSON, schema)
+        ├── OutputError          the result broke the contract (too large, not JSON, schema)
+        ├── NoModelProviderError no Anthropic API key and no client sampling (skills.models)
+        └── UnknownModelError    a model role or id the registry does not know (skills.models)
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ __all__ = [
     "ArgumentsError",
     "DefinitionError",
     "FieldError",
-    "NeedsModelError",
     "OutputError",
     "Problem",
     "SkillRunError",
@@ -75,10 +75,6 @@ class DefinitionError(SkillsError):
 
     def __str__(self) -> str:
         return self.message
-
-
-class NeedsModelError(DefinitionError):
-    """A skill that needs a model provider (prompt skills, `model:`), which this build lacks."""
 
 
 class UnknownSkillError(SkillsError):

@@ -17,7 +17,7 @@ import anyio
 from .base import SkillContext, SkillKind, SkillSource
 from .checks import check_folder, inside
 from .contract import FrontMatter, SkillContract
-from .errors import DefinitionError, NeedsModelError, Problem, SkillRunError, SkillsError, SkillTimeoutError
+from .errors import DefinitionError, Problem, SkillRunError, SkillsError, SkillTimeoutError
 
 __all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_folder", "folder_stamp", "load_folder"]
 
@@ -104,7 +104,18 @@ class FolderSkill:
 
     @property
     def output_schema(self) -> dict[str, Any] | None:
-        return INSTRUCTIONS_OUTPUT if self.contract is None else self.contract.outputs
+        if self.contract is None:
+            return INSTRUCTIONS_OUTPUT
+        if self.contract.run.agent is not None:
+            return self._agent_output
+        return self.contract.outputs
+
+    @cached_property
+    def _agent_output(self) -> dict[str, Any]:
+        from ._agent import agent_output_schema
+
+        assert self.contract is not None
+        return agent_output_schema(self.contract.outputs)
 
     @property
     def annotations(self) -> dict[str, Any] | None:
@@ -211,7 +222,19 @@ class FolderSkill:
                 env_allow=contract.env,
                 log=ctx.log,
             )
-        raise SkillRunError(f"'{self.name}' is a prompt skill and needs a model provider")
+        if run.agent is not None:
+            from ._agent import run_agent
+
+            return await run_agent(self, contract, arguments, ctx)
+        from ._prompt import run_prompt
+
+        template = inside(self._root, run.prompt or "")
+        if template is None or not template.is_file():
+            raise SkillRunError(
+                f"'{self.name}': its prompt template '{run.prompt}' is missing or outside the skill folder",
+                hint="create the template inside the skill folder",
+            )
+        return await run_prompt(self, contract, template, arguments, ctx)
 
 
 def folder_stamp(root: Path) -> tuple[int, ...]:
@@ -233,8 +256,6 @@ def load_folder(root: Path, source: SkillSource, stamp: tuple[int, ...] | None =
     front, contract, problems = check_folder(root)
     errors = [p for p in problems if p.severity == "error"]
     if errors or front is None:
-        if any(p.field in ("run.prompt", "model") for p in errors):
-            raise NeedsModelError(root, problems)
         raise DefinitionError(root, problems)
     skill = FolderSkill(root, front, contract, source, problems, stamp)
     for warning in problems:

@@ -494,3 +494,16 @@ async def test_a_child_access_counts_its_own_usage_and_adds_it_to_its_parent(stu
     assert agent.usage.cost_usd == pytest.approx((1000 * 0.10 + 20 * 0.50) / 1e6)
     assert run.usage.cost_usd == pytest.approx((1100 * 0.10 + 30 * 0.50) / 1e6)
     assert run.known() >= {"validation", "claude-haiku-5-5"} and run.resolve("validation") == "claude-haiku-5-5"
+
+
+def test_a_pipeline_naming_an_unknown_model_is_reported_and_a_known_role_is_accepted(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "pipelines").mkdir(parents=True)
+    step = "steps:\n  - id: files\n    skill: list-files\n    parameters: {directory: .}\n"
+    (home / "pipelines" / "odd-model.yaml").write_text(f"id: odd-model\nmodel: gpt-4\n{step}")
+    (home / "pipelines" / "review-model.yaml").write_text(f"id: review-model\nmodel: review\n{step}")
+    server = create_server(home=home)
+    assert server.catalog.find("review-model") is not None
+    assert server.catalog.find("odd-model") is None
+    reported = [str(p.error) for p in server.catalog.problems() if p.path.name == "odd-model.yaml"]
+    assert reported and "gpt-4" in reported[0]

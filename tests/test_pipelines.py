@@ -933,7 +933,7 @@ async def test_a_pipeline_is_listed_as_a_tool_with_its_input_and_output_schemas(
     }
     assert tool.input_schema["required"] == ["path"]
     assert tool.output_schema is not None
-    assert set(tool.output_schema["properties"]) == {"echoed", "run_id"}
+    assert set(tool.output_schema["properties"]) == {"echoed", "run_id", "usage"}  # usage: only when a model was called
     assert "run_id" in tool.output_schema["required"]
     assert result.structured_content is not None
     assert result.structured_content["echoed"] == {"path": "/x", "depth": 2}

@@ -236,18 +236,18 @@ async def test_a_broken_folder_is_reported_and_every_good_skill_is_still_served(
     bad = root / "broken"
     bad.mkdir()
     (bad / "SKILL.md").write_text("---\nname: broken\ndescription: [unclosed\n---\nbody\n")
-    write_skill(root, "needs-model", contract={"run": {"prompt": "prompt.md"}}, files={"prompt.md": "Hi"})
+    write_skill(root, "no-template", contract={"run": {"prompt": "prompt.md"}})
     write_skill(root, "no-impl", contract={"run": {"python": "missing:main"}})
     server = create_server(skill_dirs=[root])
     async with Client(server) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert (await client.call_tool("adder", {"a": 1})).structured_content == {"sum": 2}
     assert "adder" in names and "list-files" in names
-    assert not names & {"broken", "needs-model", "no-impl"}
+    assert not names & {"broken", "no-template", "no-impl"}
     reported = {p.path.name: str(p.error) for p in server.catalog.problems()}
     assert "front matter is not valid YAML at line 4" in reported["broken"]
     assert "flow sequence that starts at line 3" in reported["broken"]
-    assert "need a model provider" in reported["needs-model"]
+    assert "'prompt.md' does not exist" in reported["no-template"]
     assert "'missing.py' does not exist" in reported["no-impl"]
 
 

@@ -12,9 +12,9 @@ def test_every_violation_is_reported_even_when_fields_fail_validation(tmp_path: 
     folder.mkdir()
     (folder / "SKILL.md").write_text("---\nname: Broken_Skill\ndescription: ''\nauthor: me\n---\nBody\n")
     (folder / "skill.yaml").write_text(
-        "inputs: {type: string}\ntimeout: 99999\nrun: {python: impl:main}\nmodel: orchestrator\n"
+        "inputs: {type: string}\ntimeout: 99999\nrun: {python: impl:main}\nmodel: orchestrater\n"
     )
-    _, _, problems = check_folder(folder, strict=True)
+    _, _, problems = check_folder(folder, strict=True, models={"orchestrator", "review", "validation"})
     found = {(p.path.name, p.field): p for p in problems}
     names = sorted(p.message for p in problems if p.field == "name")
     assert names == [
@@ -33,6 +33,7 @@ def test_every_violation_is_reported_even_when_fields_fail_validation(tmp_path: 
     assert all(p.severity == "error" and p.hint for p in problems)
     assert "'impl.py' does not exist" in found["skill.yaml", "run"].message
     assert found["skill.yaml", "timeout"].hint == "give seconds between 0 and 3600"
+    assert found["skill.yaml", "model"].hint == "did you mean 'orchestrator'?"
 
 
 def test_lenient_loading_turns_spec_style_issues_into_warnings(tmp_path: Path) -> None:

@@ -110,6 +110,10 @@ def drive(
 
     display = open_display(title, spec, as_json=as_json)
     ctx = SkillContext(skill=title, run_id=run_id, progress_fn=display.progress, log_fn=display.log)
+    from adapters.models import ModelService
+
+    ModelService(service.home).attach(ctx)  # no client here: the Anthropic API when a key is set
+    ctx.extras["catalog"] = service.catalog
     with display:
         result, failure, signum = anyio.run(_supervise, start, ctx)
         if result is not None:

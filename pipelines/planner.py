@@ -1,0 +1,371 @@
+"""Plan and run: a model writes a pipeline for a request, the verifier and a reviewer keep it honest.
+
+Seed 004's checklist mode (plan -> verify -> run -> assess) on our pipelines:
+
+    plan     the model (role orchestrator) writes a pipeline YAML from the request, the
+             Catalog's skills (names, descriptions, arguments) and the authoring guide
+    verify   `PipelineService.check`; every error goes back to the model until the pipeline
+             compiles (bounded); optionally a missing skill is created (`create_missing_skills`)
+    run      the pipeline runs like any other (run id, checkpoints, artifacts, history)
+    assess   a checkpoint review (role review) of the outputs against the request:
+             `complete`, or `needs_fix` with reasons and fix instructions -> back to plan
+
+up to `max_iterations` runs. A complete pipeline can be registered as a tool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from skills import SkillContext, SkillsError
+from skills.creator import ask_json
+from skills.models import model_access
+
+from ._planner_prompts import REVIEW_SYSTEM, extract_yaml, planner_system, skill_menu
+from .errors import Issue, PipelineError
+from .spec import PipelineSpec, StepSpec
+
+if TYPE_CHECKING:
+    from skills.creator import Creation
+
+    from .service import PipelineService
+
+__all__ = ["PlanStatus", "ReviewVerdict", "create_missing_skills", "plan_and_run"]
+
+log = logging.getLogger("pipelines.planner")
+
+PlanStatus = Literal["complete", "needs_fix", "failed"]
+_MAX_SHOWN_OUTPUT = 12_000
+_UNKNOWN_SKILL = re.compile(r"unknown skill '([^']+)'")
+
+
+class ReviewVerdict(BaseModel):
+    """The checkpoint review of a run."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    verdict: Literal["complete", "needs_fix"]
+    reasons: list[str] = Field(default_factory=list)
+    fix_instructions: str = ""
+
+    @field_validator("reasons", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+@dataclasses.dataclass
+class _Attempt:
+    """One iteration: what was written, whether it compiled, ran, and what the reviewer said."""
+
+    iteration: int
+    fixes: int = 0
+    pipeline_id: str | None = None
+    run_id: str | None = None
+    error: str | None = None
+    verdict: ReviewVerdict | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "iteration": self.iteration,
+            "fixes": self.fixes,
+            "pipeline_id": self.pipeline_id,
+            "run_id": self.run_id,
+            "error": self.error,
+            "verdict": None if self.verdict is None else self.verdict.verdict,
+        }
+
+
+async def plan_and_run(
+    service: PipelineService,
+    request: str,
+    ctx: SkillContext,
+    *,
+    inputs: dict[str, Any] | None = None,
+    max_iterations: int = 3,
+    max_fixes: int = 3,
+    register_as: str | None = None,
+    register: bool = False,
+    overwrite: bool = False,
+    create_missing: bool = False,
+) -> dict[str, Any]:
+    """Write, verify, run and review a pipeline for `request`; the result of the last iteration.
+
+    Raises:
+        NoModelProviderError: no model can be asked.
+        SkillRunError: a model call failed after the provider's retries.
+    """
+    access = model_access(ctx.extras).child()
+    run_ctx = dataclasses.replace(ctx, extras={**ctx.extras, "model": access})  # the run's model use counts too
+    planner = _Planner(service, request, run_ctx, access, inputs or {}, max_fixes, create_missing)
+    total = max_iterations * 3
+    status: PlanStatus = "failed"
+    result: dict[str, Any] = {}
+    for iteration in range(1, max_iterations + 1):
+        attempt = _Attempt(iteration)
+        planner.attempts.append(attempt)
+        step = (iteration - 1) * 3
+        await ctx.progress(step, total, f"iteration {iteration}: writing the pipeline")
+        compiled = await planner.compile(attempt)
+        if compiled is None:
+            status = "failed"
+            break
+        text, spec = compiled
+        attempt.pipeline_id = spec.id
+        await ctx.progress(step + 1, total, f"iteration {iteration}: running {spec.id}")
+        outputs = await planner.run(text, spec, attempt, _within(run_ctx, step + 1, total))
+        result = {"pipeline_yaml": text, "pipeline_id": spec.id, "outputs": outputs, "run_id": attempt.run_id}
+        if attempt.error is not None:
+            status = "needs_fix"
+            planner.feedback(f"The pipeline failed when it ran: {_stable(attempt.error, attempt.run_id)}\nFix it.")
+            continue
+        await ctx.progress(step + 2, total, f"iteration {iteration}: reviewing the outputs")
+        verdict = attempt.verdict = await planner.review(text, outputs, attempt.run_id)
+        result["review"] = verdict.model_dump()
+        if verdict.verdict == "complete":
+            status = "complete"
+            break
+        status = "needs_fix"
+        reasons = "\n".join(f"- {r}" for r in verdict.reasons) or "- (no reasons given)"
+        planner.feedback(
+            f"The pipeline ran, but the reviewer says it does not yet answer the request:\n{reasons}\n"
+            f"Fix instructions: {verdict.fix_instructions or '(none)'}"
+        )
+    data: dict[str, Any] = {
+        "status": status,
+        "iterations": len(planner.attempts),
+        "pipeline_yaml": planner.last_text if status == "failed" else result.get("pipeline_yaml", ""),
+        "pipeline_id": result.get("pipeline_id"),
+        "outputs": result.get("outputs"),
+        "run_id": result.get("run_id"),
+        "review": result.get("review"),
+        "history": [a.as_dict() for a in planner.attempts],
+    }
+    if planner.issues:
+        data["issues"] = [str(i) for i in planner.issues]
+    if planner.created:
+        data["created_skills"] = [_creation_summary(c) for c in planner.created]
+    if status == "complete" and (register_as or register):
+        data.update(await _register(service, result["pipeline_yaml"], register_as, overwrite, run_ctx))
+    data["usage"] = access.usage.as_dict()
+    await ctx.progress(total, total, f"plan_and_run: {status}")
+    return data
+
+
+class _Planner:
+    """The conversation with the planning model and what it produced so far."""
+
+    def __init__(
+        self,
+        service: PipelineService,
+        request: str,
+        ctx: SkillContext,
+        access: Any,
+        inputs: dict[str, Any],
+        max_fixes: int,
+        create_missing: bool,
+    ) -> None:
+        self.service, self.request, self.ctx, self.access = service, request, ctx, access
+        self.inputs, self.max_fixes, self.create_missing = inputs, max_fixes, create_missing
+        self.attempts: list[_Attempt] = []
+        self.issues: list[Issue] = []
+        self.created: list[Creation] = []
+        self.last_text = ""
+        given = f"\n\nThe pipeline will be run with these inputs: {json.dumps(inputs)}" if inputs else ""
+        self.messages: list[dict[str, Any]] = [
+            {
+                "role": "user",
+                "content": f"Request: {request}{given}\n\nSkills you can use as steps:\n"
+                f"{skill_menu(service.catalog, request)}\n\nWrite the pipeline.",
+            }
+        ]
+        guide = service.catalog.find("pipeline-authoring")
+        self.system = planner_system(guide.body() if guide is not None else None)
+
+    def feedback(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+
+    async def _write(self) -> str:
+        completion = await self.access.complete(
+            self.messages, system=self.system, model="orchestrator", max_tokens=4096
+        )
+        self.messages.append({"role": "assistant", "content": completion.text.strip() or "(empty answer)"})
+        self.last_text = extract_yaml(completion.text)
+        return self.last_text
+
+    async def compile(self, attempt: _Attempt) -> tuple[str, PipelineSpec] | None:
+        """Ask for the YAML and send the verifier's errors back until it compiles (bounded)."""
+        text = await self._write()
+        while True:
+            spec, issues = self.service.check(text, "<plan_and_run>")
+            errors = [i for i in issues if i.severity == "error"]
+            if spec is not None and not errors:
+                self.issues = []
+                return text, spec
+            if self.create_missing and spec is not None and len(self.created) < 2:
+                made = await create_missing_skills(
+                    self.service,
+                    errors,
+                    self.ctx,
+                    spec=spec,
+                    request=self.request,
+                    limit=2 - len(self.created),
+                    exclude={c.name for c in self.created if c.name},
+                )
+                self.created += made
+                if any(c.created for c in made):
+                    continue  # check the same text again: the missing skills exist now
+            self.issues = issues
+            if attempt.fixes >= self.max_fixes:
+                attempt.error = f"still {len(errors)} verifier error(s) after {attempt.fixes} fixes"
+                return None
+            attempt.fixes += 1
+            await self.ctx.info(f"plan_and_run: fixing {len(errors)} verifier error(s) (fix {attempt.fixes})")
+            listing = "\n".join(f"- {i}" for i in errors) if errors else "- no pipeline YAML was found"
+            self.feedback(f"The verifier rejected the pipeline:\n{listing}\nFix every error and write the whole YAML.")
+            text = await self._write()
+
+    async def run(self, text: str, spec: PipelineSpec, attempt: _Attempt, ctx: SkillContext) -> Any:
+        """Run the pipeline from a file in the home's cache (kept, so a failed run can be resumed)."""
+        from ._help_ai import text_hash
+
+        path = self.service.home.cache_dir / "plans" / f"{spec.id}-{text_hash(text)[:12]}.yaml"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+            skill = self.service.load_file(path)
+            arguments = skill.defaults(self.inputs)
+            from skills._schema import check_arguments
+
+            check_arguments(spec.id, skill.input_schema, arguments)
+            result = await self.service.run(skill, arguments, ctx)
+        except (SkillsError, PipelineError) as exc:
+            attempt.error = str(exc)
+            match = re.search(r"\brun ([0-9a-f]{12}) failed", attempt.error)
+            attempt.run_id = match.group(1) if match else None
+            return None
+        attempt.run_id = result.get("run_id") if isinstance(result, dict) else None
+        return result
+
+    async def review(self, text: str, outputs: Any, run_id: str | None) -> ReviewVerdict:
+        shown = _stable(json.dumps(outputs, ensure_ascii=False, indent=1, default=str), run_id)
+        if len(shown) > _MAX_SHOWN_OUTPUT:
+            shown = shown[:_MAX_SHOWN_OUTPUT] + "\n... (cut)"
+        prompt = (
+            f"Request: {self.request}\n\nThe pipeline that ran:\n```yaml\n{text}\n```\n\n"
+            f"Its outputs:\n```json\n{shown}\n```"
+        )
+        return await ask_json(
+            self.access, prompt, ReviewVerdict.model_validate, system=REVIEW_SYSTEM, model="review", stage="review"
+        )
+
+
+async def create_missing_skills(
+    service: PipelineService,
+    issues: list[Issue],
+    ctx: SkillContext,
+    *,
+    spec: PipelineSpec | None = None,
+    request: str = "",
+    limit: int = 2,
+    exclude: set[str] | frozenset[str] = frozenset(),
+) -> list[Creation]:
+    """Create (at most `limit`) skills the verifier reported unknown, described by the steps that call them.
+
+    `exclude`: names not to try (again). Each creation is the whole `create_skill` workflow,
+    review and tests included; one that fails is returned with its reasons, not raised.
+    """
+    from skills.creator import create_skill
+
+    names = list(
+        dict.fromkeys(
+            m.group(1) for i in issues if i.code == "unknown-skill" for m in [_UNKNOWN_SKILL.search(i.message)] if m
+        )
+    )
+    created: list[Creation] = []
+    quiet = dataclasses.replace(ctx, progress_fn=_no_progress)  # the caller's progress must only go up
+    for name in [n for n in names if n not in exclude][:limit]:
+        uses = [s for s in _walk(spec.steps) if s.skill == name] if spec is not None else []
+        shown = "; ".join(f"step '{s.id}' with parameters {json.dumps(s.parameters, default=str)}" for s in uses)
+        ask = f"A skill named '{name}' as a pipeline step needs it" + (f": {shown}" if shown else "")
+        context = f"The pipeline's purpose: {request}" if request else ""
+        await ctx.info(f"creating the missing skill '{name}'")
+
+        async def refresh() -> None:
+            await service.catalog.refresh(service.sources)
+
+        creation = await create_skill(
+            ask, home=service.home, catalog=service.catalog, ctx=quiet, name=name, context=context, also_refresh=refresh
+        )
+        if not creation.created:
+            await ctx.warning(f"could not create '{name}' ({creation.stage}): {'; '.join(creation.reasons)}")
+        created.append(creation)
+    return created
+
+
+def _within(ctx: SkillContext, start: float, total: float) -> SkillContext:
+    """`ctx` whose progress (a pipeline run's, per step) fills [start, start + 1) of the caller's:
+    progress a client sees must only go up."""
+
+    async def progress(done: float, of: float | None, message: str | None) -> None:
+        if of:
+            await ctx.progress(start + min(done / of, 1.0) * 0.99, total, message)
+        elif message:
+            await ctx.info(message)
+
+    return dataclasses.replace(ctx, progress_fn=progress)
+
+
+async def _no_progress(done: float, total: float | None, message: str | None) -> None:
+    return None
+
+
+def _walk(steps: list[StepSpec]) -> list[StepSpec]:
+    out: list[StepSpec] = []
+    for step in steps:
+        out += [step, *_walk(step.children())]
+    return out
+
+
+def _stable(text: str, run_id: str | None) -> str:
+    """`text` without the run id: what the model is asked must not change when a call is replayed
+    (2026-07-28 sampling replays the call, and every replay runs the pipeline under a new id)."""
+    return text.replace(run_id, "<run_id>") if run_id else text
+
+
+def _creation_summary(creation: Creation) -> dict[str, Any]:
+    return {"name": creation.name, "created": creation.created, "stage": creation.stage, "reasons": creation.reasons}
+
+
+_ID_LINE = re.compile(r"^id:[^\n]*$", re.MULTILINE)
+
+
+async def _register(
+    service: PipelineService, text: str, register_as: str | None, overwrite: bool, ctx: SkillContext
+) -> dict[str, Any]:
+    """Register the final pipeline (under `register_as` when given) and publish it as a tool."""
+    from ._help_ai import improved_help, text_hash
+    from .errors import VerificationError
+
+    if register_as:
+        text, count = _ID_LINE.subn(f"id: {json.dumps(register_as)}", text, count=1)
+        if not count:
+            return {"registered": False, "register_error": "the pipeline has no top-level `id:` line to rename"}
+    spec, issues = service.check(text, "<plan_and_run>")
+    taken = spec is not None and (service.home.pipelines_dir / f"{spec.id}.yaml").exists() and not overwrite
+    if spec is not None and not taken and not any(i.severity == "error" for i in issues):  # published with it
+        await improved_help(spec, text_hash(text), ctx, cache_dir=service.home.cache_dir, source=text)
+    try:
+        skill = await service.register(text, overwrite=overwrite)
+    except VerificationError as exc:
+        return {"registered": False, "register_error": "; ".join(str(i) for i in exc.issues) or str(exc)}
+    except (PipelineError, SkillsError) as exc:
+        return {"registered": False, "register_error": str(exc)}
+    await ctx.info(f"registered the pipeline as the tool '{skill.name}'")
+    return {"registered": True, "tool": skill.name, "file": str(skill.file), "pipeline_yaml": text}
