@@ -6,18 +6,53 @@ tool a `RemoteSkill` named `<namespace>_<tool>`. The server needs no special cas
 them, and pipelines call them like any other skill.
 """
 
-from ._forward import ElicitationForward, SamplingForward
-from .config import DEFAULT_TIMEOUT, ServerConfig, TransportKind, load_servers_config, parse_servers_config
-from .errors import (
-    ServerConfigError,
-    UpstreamCallError,
-    UpstreamError,
-    UpstreamTimeoutError,
-    UpstreamUnavailableError,
-)
-from .mcp_adapter import AdapterState, MCPSkillAdapter
-from .skill import RemoteSkill
-from .source import ServerSource, test_server
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "ElicitationForward": "_forward",
+    "SamplingForward": "_forward",
+    "DEFAULT_TIMEOUT": "config",
+    "ServerConfig": "config",
+    "TransportKind": "config",
+    "load_servers_config": "config",
+    "parse_servers_config": "config",
+    "ServerConfigError": "errors",
+    "UpstreamCallError": "errors",
+    "UpstreamError": "errors",
+    "UpstreamTimeoutError": "errors",
+    "UpstreamUnavailableError": "errors",
+    "AdapterState": "mcp_adapter",
+    "MCPSkillAdapter": "mcp_adapter",
+    "RemoteSkill": "skill",
+    "ServerSource": "source",
+    "test_server": "source",
+}
+"""Public name -> private module: imported on first use, so that `import adapters.models` (every
+server start) does not pay for the MCP adapter's modules when no upstream is configured."""
+
+if TYPE_CHECKING:
+    from ._forward import ElicitationForward, SamplingForward
+    from .config import DEFAULT_TIMEOUT, ServerConfig, TransportKind, load_servers_config, parse_servers_config
+    from .errors import (
+        ServerConfigError,
+        UpstreamCallError,
+        UpstreamError,
+        UpstreamTimeoutError,
+        UpstreamUnavailableError,
+    )
+    from .mcp_adapter import AdapterState, MCPSkillAdapter
+    from .skill import RemoteSkill
+    from .source import ServerSource, test_server
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'adapters' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
 
 __all__ = [
     "DEFAULT_TIMEOUT",

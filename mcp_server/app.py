@@ -513,7 +513,7 @@ def create_server(
     catalog = Catalog(providers, enabled=home.enabled_overrides())
     upstreams = None
     servers_file = Path(servers).expanduser() if servers else home.servers_file
-    if servers_file.is_file():
+    if servers_file.is_file() and _lists_servers(servers_file):
         from mcp_types import Implementation
 
         from adapters import ServerSource
@@ -529,13 +529,28 @@ def create_server(
         log.error("--servers %s does not exist; no upstream servers imported", servers_file)
     service = None
     if pipelines:
+        from adapters.models import ModelService
         from pipelines.service import PipelineService
 
-        service = PipelineService(home, catalog, examples=builtin)
+        model_service = ModelService(home)
+        service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
     home.record(catalog)
     for problem in catalog.problems():
         log.error("not published: %s", problem.error)
     server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
     if service is not None:
-        service.use_models(lambda: server.models.registry.known())
+        server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server
+
+
+def _lists_servers(path: Path) -> bool:
+    """Whether a servers file names any server (the default `{"mcpServers": {}}` does not), so
+    that a home without upstreams never imports the adapter at start-up. A file that is not
+    valid JSON counts: the adapter reports it."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(data, dict) and data.get("mcpServers") == {} and len(data) == 1)

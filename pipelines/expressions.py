@@ -182,16 +182,35 @@ def syntax_error(value: Any, *, expression: bool = False) -> ExpressionError | N
 # -- compilation
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Program:
-    """One compiled source text, cached: how to run it and what it reads."""
+    """One checked source text, cached: what it reads, and how to run it.
+
+    Python code is generated on the first run, not when the text is checked: verifying a
+    pipeline (every expression, at server start-up) then costs a parse, not a compile.
+    """
 
     source: str
     kind: Literal["plain", "lone", "text"]
-    template: Template | None = None
+    ast: nodes.Template | None = None
     path: tuple[str, ...] | None = None
     names: frozenset[str] = frozenset()
     error: ExpressionError | None = None
+    _template: Template | None = None
+
+    @property
+    def template(self) -> Template | None:
+        if self._template is None and self.ast is not None:
+            token = _sandbox.start_clock()
+            try:
+                self._template = ENVIRONMENT.from_string(self.ast)
+            except (TemplateError, RecursionError, SyntaxError, MemoryError) as exc:  # code generation limits
+                self.error = ExpressionError(f"cannot compile {_quote(self.source)}: {exc}", expression=self.source)
+                self.ast = None
+                raise self.error from None
+            finally:
+                _sandbox.stop_clock(token)
+        return self._template
 
 
 @lru_cache(maxsize=4096)
@@ -215,10 +234,10 @@ def _compile(source: str, bare: bool) -> _Program:
         names = frozenset(_unguarded(ast, meta.find_undeclared_variables(ast) - HELPERS.keys()))
         _rewrite(ast)
         if expr is None:
-            return _Program(source, "text", ENVIRONMENT.from_string(ast), names=names)
+            return _Program(source, "text", ast, names=names)
         body = nodes.Template([nodes.Assign(nodes.Name(_RESULT, "store"), expr, lineno=1)], lineno=1)
         body.set_environment(ENVIRONMENT)
-        return _Program(source, "lone", ENVIRONMENT.from_string(body), _path(expr), names)
+        return _Program(source, "lone", body, _path(expr), names)
     except TemplateSyntaxError as exc:
         message = f"syntax error in {_quote(source)}: {exc.message}"
         error = ExpressionError(message, hint=_SYNTAX_HINT, expression=source, line=exc.lineno)

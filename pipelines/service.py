@@ -32,8 +32,16 @@ log = logging.getLogger("pipelines.service")
 class PipelineService:
     """Pipelines of one home, attached to one Catalog."""
 
-    def __init__(self, home: Home, catalog: Catalog, *, examples: bool = True) -> None:
+    def __init__(
+        self,
+        home: Home,
+        catalog: Catalog,
+        *,
+        examples: bool = True,
+        models: Callable[[], Collection[str]] | None = None,
+    ) -> None:
         self.home = home
+        self.models = models
         self.catalog = catalog
         self.store = RunStore(home.state_db)
         self.sources: list[PipelineSource] = []
@@ -45,8 +53,8 @@ class PipelineService:
             source.runner = self.run
             source.others = self.specs
             source.help_cache = home.cache_dir
-        for source in self.sources:
-            catalog.add_provider(source)
+            source.models = models
+        catalog.add_providers(self.sources)  # one merge: each pipeline is verified once at start-up
         self._saver: Any = None
         self._saver_stack: AsyncExitStack | None = None
         self._saver_users = 0

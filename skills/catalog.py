@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -268,7 +268,11 @@ class Catalog:
     # -- changing --------------------------------------------------------------------------
     def add_provider(self, provider: SkillProvider) -> None:
         """Add a source with a higher priority than every existing one."""
-        self._providers.append(provider)
+        self.add_providers([provider])
+
+    def add_providers(self, providers: Sequence[SkillProvider]) -> None:
+        """Add sources (in rising priority) and merge once."""
+        self._providers.extend(providers)
         self._merge()
 
     async def set_enabled(self, enabled: dict[str, bool]) -> None:
