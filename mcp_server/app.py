@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import mcp_types as types
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CallToolResult,
     GetPromptResult,
@@ -43,6 +45,7 @@ from mcp_types import (
 from mcp_types import (
     Tool as MCPTool,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from skills import (
     BUILTIN_SKILLS_DIR,
@@ -150,8 +153,7 @@ class OrchestratorServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        from adapters.models import run_resumable  # pauses a call for the client's model (2026-07-28)
-
+        run_resumable = _run_resumable()
         skill = self.catalog.find(name)
         if skill is None and name in META_TOOLS and self.pipelines is not None:
             meta = META_TOOLS[name]
@@ -450,6 +452,19 @@ class _MetaSkill:
         self.name = name
 
 
+_RESUMABLE: list[Any] = []
+
+
+def _run_resumable() -> Any:
+    """`adapters.models.run_resumable` (pauses a call for the client's model in 2026-07-28),
+    imported on the first call rather than at start-up, then kept."""
+    if not _RESUMABLE:
+        from adapters.models import run_resumable
+
+        _RESUMABLE.append(run_resumable)
+    return _RESUMABLE[0]
+
+
 def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     """How a skill (an imported tool's upstream, later a model) may ask our client mid-call.
 
@@ -457,10 +472,6 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     the call; 2026-07-28 ones cannot during a call, so nothing is offered and the upstream gets a
     clean refusal. `caller` groups the calls of one client session.
     """
-    import mcp_types as types
-    from mcp.shared.message import ServerMessageMetadata
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
     request = context.request_context
     session = request.session
     extras: dict[str, Any] = {"caller": getattr(session, "_connection", session)}
