@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +21,6 @@ from pipelines.verify import check_text
 from skills import Catalog, FolderSource
 
 INT = {"type": "integer"}
-
-
-@pytest.fixture(autouse=True)
-def _no_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[AnthropicStub]:
-    with AnthropicStub() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
-        yield server
 
 
 def _python(root: Path, name: str, props: dict[str, Any], impl: str, entry: str) -> None:

@@ -113,13 +113,6 @@ def skills_dir(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture(autouse=True)
-def _no_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees the machine's own key or endpoint."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[AnthropicStub]:
     with AnthropicStub() as server:
