@@ -206,3 +206,29 @@ def load_note(start: float) -> str:
     busy = max(start, end) > 1.0
     tail = "; other processes were busy, so rerun when the machine is idle if a figure looks off" if busy else ""
     return f"load average (1 min) at start / end: {start:.2f} / {end:.2f}{tail}"
+
+
+async def rotate(
+    runs: list[Callable[[], Awaitable[object]]], reps: int, *, collect_every: int = 10
+) -> list[list[float]]:
+    """Time every callable `reps` times, in an order rotating each round (GC only every `collect_every` rounds).
+
+    One round holds every variant, so a burst of load elsewhere on the machine hits all of them.
+    """
+    samples: list[list[float]] = [[] for _ in runs]
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(reps):
+            order = list(range(len(runs)))
+            order = order[i % len(order) :] + order[: i % len(order)]
+            if i % 2:
+                order.reverse()
+            for k in order:
+                samples[k].append(await atimed(runs[k]))
+            if i % collect_every == collect_every - 1:
+                gc.collect()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return samples

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import os
 import pstats
@@ -149,27 +148,6 @@ class Bench:
         return run
 
 
-async def rotate(runs: list[Callable[[], Awaitable[object]]], reps: int) -> list[list[float]]:
-    """Time every callable `reps` times, in an order rotating each round (no GC inside a run)."""
-    samples: list[list[float]] = [[] for _ in runs]
-    gc.collect()
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for i in range(reps):
-            order = list(range(len(runs)))
-            order = order[i % len(order) :] + order[: i % len(order)]
-            if i % 2:
-                order.reverse()
-            for k in order:
-                samples[k].append(await c.atimed(runs[k]))
-            gc.collect()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return samples
-
-
 async def measure(bench: Bench, reps: dict[str, int]) -> dict[str, dict[str, float]]:
     """Medians per checkpointer of the reference and each max_parallel, rotated together."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -184,7 +162,7 @@ async def measure(bench: Bench, reps: dict[str, int]) -> dict[str, dict[str, flo
             for run in runs:  # warm-up: graph compile, module import, worker threads, SQLite tables
                 await run()
             before = [c.db_bytes(db) for db in dbs]
-            samples = await rotate(runs, reps[label])
+            samples = await c.rotate(runs, reps[label], collect_every=1)
             row = {"ref": c.median(samples[0])}
             row.update({f"mp{mp}": c.median(t) for mp, t in zip(BOUNDS, samples[1:], strict=True)})
             if label == "sqlite":  # checkpoint bytes written per run (the subject's for both bounds)
@@ -199,7 +177,7 @@ async def measure_async(bench: Bench, reps: int) -> dict[str, float]:
     runs = [bench.reference(None), bench.subject(BOUNDS[0], None)]
     for run in runs:
         await run()
-    samples = await rotate(runs, reps)
+    samples = await c.rotate(runs, reps, collect_every=1)
     return {"ref": c.median(samples[0]), "subject": c.median(samples[1])}
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import os
 import pstats
@@ -142,30 +141,6 @@ class Bench:
         return run
 
 
-async def rotate(runs: list[Callable[[], Awaitable[object]]], reps: int) -> list[list[float]]:
-    """Time every callable `reps` times, in an order rotating each round (no GC inside a run).
-
-    One round holds every variant, so a burst of load elsewhere on the machine hits all of them.
-    """
-    samples: list[list[float]] = [[] for _ in runs]
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for i in range(reps):
-            order = list(range(len(runs)))
-            order = order[i % len(order) :] + order[: i % len(order)]
-            if i % 2:
-                order.reverse()
-            for k in order:
-                samples[k].append(await c.atimed(runs[k]))
-            if i % 10 == 9:
-                gc.collect()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return samples
-
-
 async def measure(bench: Bench, reps: dict[str, int]) -> dict[str, dict[str, float]]:
     """Medians of subject and reference, N steps and 1 step, without and with SQLite savers."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -184,7 +159,7 @@ async def measure(bench: Bench, reps: dict[str, int]) -> dict[str, dict[str, flo
                     await run()
             dbs = (Path(f"{db}-pipeline.db"), Path(f"{db}-raw.db"))
             before = [c.db_bytes(path) for path in dbs]
-            samples = await rotate(runs, reps[label])
+            samples = await c.rotate(runs, reps[label])
             row = {key: c.median(t) for key, t in zip(keys, samples, strict=True)}
             if label == "sqlite":  # checkpoint bytes of one N-step run plus one 1-step run
                 row["bytes_subject"] = (c.db_bytes(dbs[0]) - before[0]) / reps[label]
