@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +42,33 @@ def write_skill(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return folder
+
+
+ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
+
+
+@dataclass
+class Run:
+    """The outcome of one `orchestrator` command."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> object:
+        return json.loads(self.out)
+
+
+def run_cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 120) -> Run:
+    """Run the installed console script; a traceback on stderr fails the test."""
+    done = subprocess.run(
+        [str(ORCHESTRATOR), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return Run(done.returncode, done.stdout, done.stderr)

@@ -11,11 +11,10 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import write_skill
+from helpers import Run, run_cli, write_skill
 
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
 ECHO_CONTRACT = {
@@ -29,16 +28,6 @@ ECHO_CONTRACT = {
     "run": {"python": "impl:echo"},
 }
 ECHO_IMPL = "def echo(text, times=1):\n    return {'echo': ' '.join([text] * times)}\n"
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> object:
-        return json.loads(self.out)
 
 
 @pytest.fixture
@@ -56,17 +45,7 @@ def env(tmp_path: Path, home: Path) -> dict[str, str]:
 @pytest.fixture
 def orchestrator(env: dict[str, str], tmp_path: Path):
     def run(*args: str, extra_env: dict[str, str] | None = None) -> Run:
-        done = subprocess.run(
-            [str(ORCHESTRATOR), *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env | (extra_env or {}),
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-        )
-        assert "Traceback" not in done.stderr, done.stderr
-        return Run(done.returncode, done.stdout, done.stderr)
+        return run_cli(*args, env=env | (extra_env or {}), cwd=tmp_path, timeout=120)
 
     return run
 

@@ -12,12 +12,11 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import write_skill
+from helpers import Run, run_cli, write_skill
 
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
 TIMEOUT = 120
@@ -67,16 +66,6 @@ steps:
 """
 
 
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> object:
-        return json.loads(self.out)
-
-
 @pytest.fixture
 def env(tmp_path: Path, home: Path) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if k not in ("ORCHESTRATOR_TOKEN", *DISPLAY_VARS)}
@@ -88,17 +77,7 @@ def env(tmp_path: Path, home: Path) -> dict[str, str]:
 @pytest.fixture
 def orchestrator(env: dict[str, str], tmp_path: Path):
     def run(*args: str, extra_env: dict[str, str] | None = None) -> Run:
-        done = subprocess.run(
-            [str(ORCHESTRATOR), *args],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=env | (extra_env or {}),
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-        )
-        assert "Traceback" not in done.stderr, done.stderr
-        return Run(done.returncode, done.stdout, done.stderr)
+        return run_cli(*args, env=env | (extra_env or {}), cwd=tmp_path, timeout=TIMEOUT)
 
     return run
 
