@@ -1,0 +1,277 @@
+"""One way to start, limit and stop every subprocess the product runs for a skill.
+
+Script skills, created skills' tests, `run-tests` and `shell-command` all go through `Jailed`:
+
+- Confined (bubblewrap works here, see `skills.isolation`): the process runs in a jail of its
+  own (`skills._bwrap`): no network unless asked, the system and the given paths read-only, one
+  writable work directory, private /tmp, its own PID namespace. When its first process ends,
+  or on stop, the namespace goes and every descendant with it, `setsid` ones included.
+- Unconfined (no bubblewrap): its own session and process group, a scrubbed environment; on
+  stop the group gets SIGTERM, a grace period, then SIGKILL, and a sweep of /proc kills what
+  left the group (`setsid`) but still carries the jail's token in its environment.
+
+Either way a tiny bootstrap (`python -I -S -c`, ~10 ms) sets the resource limits (address
+space, CPU seconds, file size, descriptors, no core files, a process count) and execs the
+program; `anyio.open_process` has no `preexec_fn`, and a `preexec_fn` is unsafe in a threaded
+server anyway. In root mode it first becomes the sandbox user.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+
+from ._bwrap import BwrapMode, bwrap_argv
+from .isolation import SANDBOX_USER, Isolation
+
+__all__ = ["PYTHON", "Jail", "Jailed", "bootstrap_argv", "exit_signal"]
+
+PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+_GRACE = 1.0  # seconds between SIGTERM and SIGKILL: time for the process to clean up
+_FSIZE = 100 * 2**20  # largest file a jailed process may write
+_NOFILE = 1024
+_TOKEN = "ORCHESTRATOR_JAIL"
+
+# argv[1]: "resource:soft:hard,...", argv[2]: "uid:gid" to become (root mode) or "-", argv[3]:
+# the working directory ("-": keep), argv[4:]: the program. The directory is entered as the
+# sandbox user (root without capabilities may not enter the sandbox user's 0700 folder).
+# Limits are set after the user namespace exists so that the kernel counts processes per
+# sandbox. Python ignores SIGPIPE and SIGXFSZ and ignored signals survive exec, so they are
+# reset for the program.
+_BOOTSTRAP = """\
+import os, resource as r, signal as s, sys
+if sys.argv[2] != "-":
+    uid, gid = map(int, sys.argv[2].split(":"))
+    try:
+        os.setgroups([]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)
+    except OSError as e:
+        sys.stderr.write(f"orchestrator: cannot become the sandbox user: {e}\\n"); os._exit(126)
+    try:
+        os.unshare(0x10000000)
+    except AttributeError:
+        import ctypes; ctypes.CDLL(None).unshare(0x10000000)
+    except OSError:
+        pass
+if sys.argv[3] != "-":
+    os.chdir(sys.argv[3])
+for spec in filter(None, sys.argv[1].split(",")):
+    k, soft, hard = map(int, spec.split(":"))
+    cap = r.getrlimit(k)[1]
+    cap = hard if cap == r.RLIM_INFINITY else cap
+    try: r.setrlimit(k, (min(soft, cap), min(hard, cap)))
+    except (ValueError, OSError) as e: sys.stderr.write(f"orchestrator: resource limit {k}: {e}\\n")
+s.signal(s.SIGPIPE, s.SIG_DFL); s.signal(s.SIGXFSZ, s.SIG_DFL)
+try:
+    os.execv(sys.argv[4], sys.argv[4:])
+except OSError as e:
+    sys.stderr.write(f"orchestrator: cannot execute {sys.argv[4]}: {e.strerror}\\n")
+    os._exit(126)
+"""
+
+
+@dataclass(frozen=True)
+class Jail:
+    """What a jailed process may see and use."""
+
+    workdir: Path
+    """The one writable directory; HOME, and the working directory unless `cwd` is given."""
+    read_only: tuple[Path, ...] = ()
+    """Folders it may read besides the system (the skill folder, the project under test)."""
+    network: bool = False
+    nproc: int = 64
+    """Most processes (and threads) at once."""
+    memory_mb: int | None = None
+    """Address-space limit; None: none."""
+    timeout: float | None = None
+    """Wall-clock budget; backs a CPU-seconds limit (None: none)."""
+    tmp_mb: int = 256
+    """Size of the private /tmp (confined)."""
+    cwd: Path | None = None
+    """Working directory when it is not `workdir` (one of `read_only`, e.g. the project under test)."""
+
+
+def bootstrap_argv(
+    command: Sequence[str],
+    *,
+    nproc: int,
+    memory_mb: int | None,
+    timeout: float | None,
+    mode: BwrapMode | None,
+    cwd: Path | None = None,
+) -> list[str]:
+    """`python -I -S -c BOOTSTRAP ...` that limits itself, then execs `command`."""
+    specs = [
+        (resource.RLIMIT_FSIZE, _FSIZE, _FSIZE),
+        (resource.RLIMIT_NOFILE, _NOFILE, _NOFILE),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NPROC, nproc, nproc),
+    ]
+    if memory_mb is not None:
+        specs.append((resource.RLIMIT_AS, memory_mb * 2**20, memory_mb * 2**20))
+    if timeout is not None:
+        cpu = math.ceil(timeout) + 1
+        specs.append((resource.RLIMIT_CPU, cpu, cpu + 1))  # SIGXCPU first, SIGKILL a second later
+    limits = ",".join(f"{k}:{soft}:{hard}" for k, soft, hard in specs)
+    drop = f"{SANDBOX_USER}:{SANDBOX_USER}" if mode == "root" else "-"
+    return [PYTHON, "-I", "-S", "-c", _BOOTSTRAP, limits, drop, str(cwd or "-"), *command]
+
+
+def exit_signal(returncode: int, confined: bool) -> int | None:
+    """The signal that killed the program, if one did (bwrap reports it as 128 + N)."""
+    if returncode < 0:
+        return -returncode
+    if confined and returncode > 128 and (returncode - 128) in signal.valid_signals():
+        return returncode - 128
+    return None
+
+
+class Jailed:
+    """A running jailed process; `close()` stops whatever is left of it and cleans up."""
+
+    def __init__(self, process: Process, confined: bool, token: str, tmpdir: Path | None) -> None:
+        self.process, self.confined, self._token, self._tmpdir = process, confined, token, tmpdir
+
+    @classmethod
+    async def open(
+        cls,
+        command: Sequence[str],
+        jail: Jail,
+        isolation: Isolation,
+        *,
+        env: Mapping[str, str],
+        stdin: int | None = subprocess.PIPE,
+        stdout: int | None = subprocess.PIPE,
+        stderr: int | None = subprocess.PIPE,
+    ) -> Jailed:
+        """Start `command` in `jail` (confined when `isolation` is available).
+
+        Raises:
+            OSError: the work directory or the process could not be made.
+        """
+        workdir = jail.workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        workdir = workdir.resolve()
+        cwd = Path(os.path.realpath(jail.cwd)) if jail.cwd else workdir
+        token = secrets.token_hex(8)
+        environment = {**env, "HOME": str(workdir), _TOKEN: token}
+        tmpdir = None
+        if isolation.available and isolation.bwrap and isolation.mode:
+            if isolation.mode == "root" and workdir.stat().st_uid != SANDBOX_USER:
+                os.chown(workdir, SANDBOX_USER, SANDBOX_USER)  # the sandbox user writes here
+            read_only = tuple(Path(os.path.realpath(p)) for p in jail.read_only)
+            argv = bwrap_argv(
+                isolation.bwrap,
+                isolation.mode,
+                workdir=workdir,
+                read_only=read_only,
+                network=jail.network,
+                tmp_bytes=jail.tmp_mb * 2**20,
+                disable_userns=isolation.disable_userns,
+            )
+            argv += bootstrap_argv(
+                command,
+                nproc=jail.nproc,
+                memory_mb=jail.memory_mb,
+                timeout=jail.timeout,
+                mode=isolation.mode,
+                cwd=cwd,
+            )
+            environment["TMPDIR"] = "/tmp"
+        else:
+            tmpdir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=workdir))
+            environment["TMPDIR"] = str(tmpdir)
+            nproc = jail.nproc + (_processes_of(os.getuid()) if os.getuid() else 0)  # per user, not per call
+            argv = bootstrap_argv(command, nproc=nproc, memory_mb=jail.memory_mb, timeout=jail.timeout, mode=None)
+        try:
+            process = await anyio.open_process(
+                argv,
+                cwd=cwd,
+                env=environment,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,  # its own process group: one killpg reaches its children
+            )
+        except OSError:
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        return cls(process, tmpdir is None, token, tmpdir)
+
+    def signal(self, returncode: int) -> int | None:
+        return exit_signal(returncode, self.confined)
+
+    def kill(self) -> None:
+        """SIGKILL everything of the jail at once (its process group; the PID namespace follows)."""
+        _signal_group(self.process.pid, signal.SIGKILL)
+
+    async def close(self, grace: float = _GRACE) -> None:
+        """Stop the whole jail (SIGTERM, grace, SIGKILL) and reap it, even when cancelled."""
+        with anyio.CancelScope(shield=True):
+            process = self.process
+            if process.returncode is None:
+                _signal_group(process.pid, signal.SIGTERM)
+                with anyio.move_on_after(grace):
+                    await process.wait()
+            _signal_group(process.pid, signal.SIGKILL)
+            if not self.confined:
+                await anyio.to_thread.run_sync(_sweep, self._token)
+            await process.aclose()
+            if self._tmpdir is not None:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)  # refuses a symlink planted in its place
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already empty
+
+
+def _sweep(token: str) -> None:
+    """Kill what left the process group (setsid) but still carries the jail's token (unconfined)."""
+    marker = f"{_TOKEN}={token}".encode()
+    uid = os.getuid()
+    for entry in _proc_entries(uid):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if marker not in handle.read().split(b"\0"):
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+
+
+def _processes_of(uid: int) -> int:
+    """How many processes `uid` runs now: RLIMIT_NPROC counts them all, not just the jail's."""
+    return sum(1 for _ in _proc_entries(uid))
+
+
+def _proc_entries(uid: int) -> list[str]:
+    try:
+        entries = os.scandir("/proc")
+    except OSError:
+        return []
+    with entries:
+        found = []
+        for entry in entries:
+            try:
+                if entry.name.isdigit() and entry.stat().st_uid == uid:
+                    found.append(entry.name)
+            except OSError:
+                continue
+        return found
