@@ -60,6 +60,7 @@ from skills import (
 from skills._schema import check_arguments
 
 from . import __version__
+from ._access import Access
 from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file
 from ._results import error_result, to_result
@@ -93,6 +94,7 @@ class OrchestratorServer(MCPServer):
         watch: bool = False,
         pipelines: PipelineService | None = None,
         servers: ServerSource | None = None,
+        access: Access | None = None,
     ) -> None:
         super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
         self.catalog = catalog
@@ -100,6 +102,8 @@ class OrchestratorServer(MCPServer):
         self.pipelines = pipelines
         self.servers = servers
         self.watch = watch
+        self.access = access or Access(home)
+        """Allowed roots (the client's too) and isolation settings given to each call."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
@@ -112,6 +116,7 @@ class OrchestratorServer(MCPServer):
             lambda notification_options=None, *a, **k: create(notification_options or changes, *a, **k)
         )
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
+        self.access.install(low)
         self._wire_cache: dict[tuple[str, str, int], Any] = {}
         low.middleware.append(self._cached_listings)
 
@@ -162,7 +167,8 @@ class OrchestratorServer(MCPServer):
             except SkillsError as exc:
                 return error_result(exc)
             meta_ctx = self.skill_context(_MetaSkill(name), context)
-            return await run_resumable(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
+            async with self.access.bound(meta_ctx, context):
+                return await run_resumable(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
         if skill is None:
             raise ToolError(str(self.catalog.unknown(name)))
         try:
@@ -171,7 +177,8 @@ class OrchestratorServer(MCPServer):
             return error_result(exc)
         ctx = self.skill_context(skill, context)
         try:
-            value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
+            async with self.access.bound(ctx, context):
+                value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
         except SkillsError as exc:
             log.info("tool %s failed: %s", name, exc)
             return error_result(exc)
@@ -507,8 +514,13 @@ def create_server(
     builtin: bool = True,
     pipelines: bool = True,
     servers: str | Path | None = None,
+    allow_dirs: Sequence[str | Path] | None = None,
 ) -> OrchestratorServer:
-    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins)."""
+    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
+
+    `allow_dirs`: the folders file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else
+    the working directory; a client's MCP roots narrow them).
+    """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
     providers: list[SkillProvider] = []
@@ -548,7 +560,8 @@ def create_server(
     home.record(catalog)
     for problem in catalog.problems():
         log.error("not published: %s", problem.error)
-    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
+    access = Access(home, allow_dirs)
+    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams, access=access)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server

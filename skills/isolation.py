@@ -34,7 +34,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ._bwrap import BwrapMode, bwrap_argv
 from ._yaml import YAMLError, load_yaml
 
-__all__ = ["UNCONFINED", "Isolation", "IsolationSettings", "isolation_of", "load_settings", "probe"]
+__all__ = [
+    "UNCONFINED",
+    "Isolation",
+    "IsolationSettings",
+    "confinement_of",
+    "isolation_of",
+    "load_settings",
+    "probe",
+]
 
 log = logging.getLogger("skills.isolation")
 
@@ -134,6 +142,44 @@ def isolation_of(extras: dict[str, Any]) -> Isolation:
     """The isolation of a call: the server's settings (`ctx.extras["isolation"]`), probed."""
     settings = extras.get("isolation")
     return probe(settings if isinstance(settings, IsolationSettings) else None)
+
+
+_STARTS_PROGRAMS = frozenset({"run-tests", "shell-command"})
+_READS_FILES = frozenset({"read-file", "list-files", "diff-files", "text-stats", "code-analyzer", "json-query"})
+
+
+def confinement_of(skill: Any, isolation: Isolation) -> str:
+    """One line saying how `skill` will be confined here (for `skills show`)."""
+    contract = getattr(skill, "contract", None)
+    network = bool(getattr(contract, "network", False))
+    jail = (
+        f"confined by bubblewrap ({isolation.mode} mode): "
+        + ("network shared with the host" if network else "no network")
+        + ", read-only system, writes only its work directory, private /tmp, own PID namespace, rlimits"
+        if isolation.available
+        else f"UNCONFINED ({isolation.reason}): the server's file and network access, "
+        "only a scrubbed environment and rlimits"
+    )
+    builtin = skill.source == "builtin"
+    if skill.kind == "script":
+        return jail
+    if skill.kind == "python" and builtin and skill.name in _STARTS_PROGRAMS:
+        return f"in-process (built-in); the programs it runs: {jail}; paths only inside the allowed roots"
+    if skill.kind == "python" and builtin and skill.name in _READS_FILES:
+        return "in-process (built-in); reads files only inside the allowed roots, never /proc, /sys, /dev or secrets"
+    if skill.kind == "python":
+        return "in-process, not confined: python skills are trusted code with the server's rights"
+    return (
+        "no code of its own runs here ("
+        + {
+            "instructions": "it returns instructions",
+            "prompt": "a model answers it",
+            "agent": "a model calls other skills, each confined as itself",
+            "pipeline": "it calls other skills, each confined as itself",
+            "remote": "it runs in an upstream MCP server",
+        }.get(skill.kind, skill.kind)
+        + ")"
+    )
 
 
 def _run_probe(bwrap: str) -> Isolation:

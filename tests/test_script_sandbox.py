@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import write_skill
+from helpers import assert_none_left, write_skill
 from mcp import Client
 
 from mcp_server import create_server
@@ -72,33 +72,6 @@ def recorder() -> tuple[Logged, Any]:
         logged.append((level, message))
 
     return logged, log
-
-
-def holding(marker: str) -> list[int]:
-    """Host pids of the live processes whose command line contains `marker`."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
-                if marker.encode() in handle.read():
-                    found.append(int(entry.name))
-        except OSError:
-            continue  # gone meanwhile
-    return found
-
-
-async def assert_none_left(tmp_path: Path) -> None:
-    """Wait (bounded) until no process of this test is left: the script, its children, the jail.
-
-    There is no event for "every process holding this path has exited", so /proc is polled.
-    """
-    if not Path("/proc/self/cmdline").is_file():
-        pytest.skip("needs /proc to find the processes a script left")
-    with anyio.fail_after(5):
-        while holding(str(tmp_path)):
-            await anyio.sleep(0.02)
 
 
 HANG = """\
