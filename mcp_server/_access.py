@@ -12,7 +12,6 @@ does not answer in time, or answers nonsense, gets the server's roots and a log 
 from __future__ import annotations
 
 import logging
-import warnings
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -101,8 +100,7 @@ class Access:
     async def _ask(self, session: Any, request: Any) -> AllowedRoots:
         related = ServerMessageMetadata(related_request_id=request.request_id)
         try:
-            with anyio.fail_after(ROOTS_TIMEOUT), warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # roots are deprecated in 2026-07-28
+            with anyio.fail_after(ROOTS_TIMEOUT):
                 result = await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=related)
         except Exception as exc:  # a client that fails roots/list must not fail the call: the server's roots apply
             log.warning("the client declared roots but roots/list failed (%r); using %s", exc, self.base.shown())
