@@ -39,11 +39,10 @@ BwrapMode = Literal["userns", "root"]
 
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC = (
-    "passwd", "group", "nsswitch.conf", "hosts", "host.conf", "resolv.conf", "gai.conf", "services",
-    "protocols", "localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
-    "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs",
-    "pki/ca-trust", "mime.types", "os-release", "debian_version", "locale.alias", "locale.conf",
-    "python3", f"python3.{sys.version_info.minor}", "magic", "mailcap",
+    "passwd", "group", "nsswitch.conf", "hosts", "resolv.conf", "gai.conf", "services", "protocols",
+    "localtime", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl/certs", "ssl/openssl.cnf",
+    "ca-certificates", "pki/tls/certs", "pki/ca-trust", "mime.types", "os-release",
+    f"python3.{sys.version_info.minor}",
 )  # fmt: skip
 _SHM_BYTES = 64 * 2**20
 

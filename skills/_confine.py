@@ -37,7 +37,7 @@ from anyio.abc import Process
 from ._bwrap import BwrapMode, bwrap_argv
 from .isolation import SANDBOX_USER, Isolation
 
-__all__ = ["PYTHON", "Jail", "Jailed", "bootstrap_argv", "exit_signal"]
+__all__ = ["PYTHON", "RUN_PYTHON", "Jail", "Jailed", "bootstrap_argv", "exit_signal"]
 
 PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -46,26 +46,31 @@ _FSIZE = 100 * 2**20  # largest file a jailed process may write
 _NOFILE = 1024
 _TOKEN = "ORCHESTRATOR_JAIL"
 
+RUN_PYTHON = "--run-python"
+"""`bootstrap_argv([RUN_PYTHON, script, paths])`: run a Python script in the bootstrap's own
+interpreter (with `paths`, os.pathsep-joined, after the script's folder on sys.path) instead of
+starting a second one: half the start-up of a Python script skill."""
+
 # argv[1]: "resource:soft:hard,...", argv[2]: "uid:gid" to become (root mode) or "-", argv[3]:
-# the working directory ("-": keep), argv[4:]: the program. The directory is entered as the
-# sandbox user (root without capabilities may not enter the sandbox user's 0700 folder).
-# Limits are set after the user namespace exists so that the kernel counts processes per
-# sandbox. Python ignores SIGPIPE and SIGXFSZ and ignored signals survive exec, so they are
-# reset for the program.
+# the working directory ("-": keep), argv[4:]: the program, or RUN_PYTHON script paths. The
+# directory is entered as the sandbox user (root without capabilities may not enter the sandbox
+# user's 0700 folder). Limits are set after the user namespace exists so that the kernel counts
+# processes per sandbox. Python ignores SIGPIPE and SIGXFSZ and ignored signals survive exec, so
+# they are reset for the program. A script run here sees `python script.py`: its folder first
+# on sys.path, then the standard library and the given site-packages (their .pth files are not
+# run), `__main__`, UTF-8 standard streams, no bytecode written.
 _BOOTSTRAP = """\
-import os, resource as r, signal as s, sys
+import _signal as s, os, resource as r, sys
 if sys.argv[2] != "-":
+    import ctypes
     uid, gid = map(int, sys.argv[2].split(":"))
     try:
         os.setgroups([]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)
     except OSError as e:
         sys.stderr.write(f"orchestrator: cannot become the sandbox user: {e}\\n"); os._exit(126)
-    try:
-        os.unshare(0x10000000)
-    except AttributeError:
-        import ctypes; ctypes.CDLL(None).unshare(0x10000000)
-    except OSError:
-        pass
+    libc = ctypes.CDLL(None)
+    libc.unshare(0x10000000)  # CLONE_NEWUSER: its own process count (fails quietly where not allowed)
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, cleared by the change of user: /proc/self is the script's
 if sys.argv[3] != "-":
     os.chdir(sys.argv[3])
 for spec in filter(None, sys.argv[1].split(",")):
@@ -75,11 +80,25 @@ for spec in filter(None, sys.argv[1].split(",")):
     try: r.setrlimit(k, (min(soft, cap), min(hard, cap)))
     except (ValueError, OSError) as e: sys.stderr.write(f"orchestrator: resource limit {k}: {e}\\n")
 s.signal(s.SIGPIPE, s.SIG_DFL); s.signal(s.SIGXFSZ, s.SIG_DFL)
-try:
-    os.execv(sys.argv[4], sys.argv[4:])
-except OSError as e:
-    sys.stderr.write(f"orchestrator: cannot execute {sys.argv[4]}: {e.strerror}\\n")
-    os._exit(126)
+if sys.argv[4] == "--run-python":
+    script, paths = sys.argv[5], sys.argv[6]
+    try:
+        with open(script, "rb") as f: code = compile(f.read(), script, "exec")
+    except OSError as e:
+        sys.stderr.write(f"orchestrator: cannot execute {script}: {e.strerror}\\n"); os._exit(126)
+    sys.argv, sys.dont_write_bytecode = [script], True
+    sys.path[:0] = [os.path.dirname(script)]
+    sys.path += [p for p in paths.split(os.pathsep) if p]
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        stream.reconfigure(encoding="utf-8")
+    main = type(sys)("__main__"); main.__file__ = script; sys.modules["__main__"] = main
+    exec(code, main.__dict__)
+else:
+    try:
+        os.execv(sys.argv[4], sys.argv[4:])
+    except OSError as e:
+        sys.stderr.write(f"orchestrator: cannot execute {sys.argv[4]}: {e.strerror}\\n")
+        os._exit(126)
 """
 
 

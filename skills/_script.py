@@ -32,7 +32,7 @@ import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from ._confine import PYTHON, SYSTEM_PATH, Jail, Jailed
+from ._confine import PYTHON, RUN_PYTHON, SYSTEM_PATH, Jail, Jailed
 from .base import LogFn, LogLevel
 from .errors import OutputError, SkillRunError, SkillTimeoutError
 from .isolation import Isolation, probe
@@ -47,6 +47,8 @@ _TAIL = 5  # stderr lines quoted in an error message
 _OOM_MARKERS = ("memoryerror", "cannot allocate memory", "out of memory", "bad_alloc")
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # log spoofing
 _logger = logging.getLogger("skills.script")
+_SITE_PACKAGES = tuple(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+"""What a Python script may import besides the standard library: the server's installed packages."""
 
 
 async def run_script(
@@ -122,10 +124,8 @@ def _command(program: Path, skill: str) -> list[str]:
             f"'{skill}': script {program} does not exist",
             hint="run: script: in skill.yaml is a path relative to the skill folder",
         )
-    if program.suffix == ".py":
-        # Not -I: it would drop the script's folder from sys.path (sibling imports) and ignore
-        # PYTHONIOENCODING; the environment is built from scratch, which is what -E would give.
-        return [PYTHON, str(program)]
+    if program.suffix == ".py":  # in the jail's own interpreter: one Python start-up, not two
+        return [RUN_PYTHON, str(program), os.pathsep.join(_SITE_PACKAGES)]
     if program.suffix == ".sh":
         return ["/bin/sh", str(program)]
     if not os.access(program, os.X_OK):
