@@ -112,7 +112,7 @@ class Jail:
     """Folders it may read besides the system (the skill folder, the project under test)."""
     network: bool = False
     nproc: int = 64
-    """Most processes (and threads) at once."""
+    """Most processes (and threads) at once (unconfined: this many more than the user runs)."""
     memory_mb: int | None = None
     """Address-space limit; None: none."""
     timeout: float | None = None
@@ -126,7 +126,7 @@ class Jail:
 def bootstrap_argv(
     command: Sequence[str],
     *,
-    nproc: int,
+    nproc: int | None,
     memory_mb: int | None,
     timeout: float | None,
     mode: BwrapMode | None,
@@ -137,8 +137,9 @@ def bootstrap_argv(
         (resource.RLIMIT_FSIZE, _FSIZE, _FSIZE),
         (resource.RLIMIT_NOFILE, _NOFILE, _NOFILE),
         (resource.RLIMIT_CORE, 0, 0),
-        (resource.RLIMIT_NPROC, nproc, nproc),
     ]
+    if nproc is not None:
+        specs.append((resource.RLIMIT_NPROC, nproc, nproc))
     if memory_mb is not None:
         specs.append((resource.RLIMIT_AS, memory_mb * 2**20, memory_mb * 2**20))
     if timeout is not None:
@@ -213,8 +214,9 @@ class Jailed:
         else:
             tmpdir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=workdir))
             environment["TMPDIR"] = str(tmpdir)
-            nproc = jail.nproc + (_processes_of(os.getuid()) if os.getuid() else 0)  # per user, not per call
-            argv = bootstrap_argv(command, nproc=nproc, memory_mb=jail.memory_mb, timeout=jail.timeout, mode=None)
+            argv = bootstrap_argv(
+                command, nproc=_unconfined_nproc(jail.nproc), memory_mb=jail.memory_mb, timeout=jail.timeout, mode=None
+            )
         try:
             process = await anyio.open_process(
                 argv,
@@ -275,9 +277,23 @@ def _sweep(token: str) -> None:
             continue  # gone meanwhile, or not ours to read
 
 
-def _processes_of(uid: int) -> int:
-    """How many processes `uid` runs now: RLIMIT_NPROC counts them all, not just the jail's."""
-    return sum(1 for _ in _proc_entries(uid))
+def _unconfined_nproc(extra: int) -> int | None:
+    """RLIMIT_NPROC for a process without a user namespace of its own, or None to leave it.
+
+    There the kernel counts every thread of the user, not the call's: the limit is what the
+    user runs now plus `extra`. Root is not limited by it at all, and without /proc (macOS) the
+    count is unknown, so the limit is left as it is there.
+    """
+    uid = os.getuid()
+    if uid == 0 or not os.path.isdir("/proc/self/task"):
+        return None
+    threads = 0
+    for pid in _proc_entries(uid):
+        try:
+            threads += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue  # gone meanwhile
+    return threads + extra
 
 
 def _proc_entries(uid: int) -> list[str]:

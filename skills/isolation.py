@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._bwrap import BwrapMode, bwrap_argv
 from ._yaml import YAMLError, load_yaml
+
+if TYPE_CHECKING:
+    from ._bwrap import BwrapMode
 
 __all__ = [
     "UNCONFINED",
@@ -116,6 +115,8 @@ _LOCK = threading.Lock()
 
 def probe(settings: IsolationSettings | None = None) -> Isolation:
     """Whether confinement works here (cached per bwrap program and user; blocks on the first call)."""
+    import shutil
+
     settings = settings or IsolationSettings()
     wanted = settings.bwrap or "bwrap"
     found = shutil.which(wanted)
@@ -184,6 +185,10 @@ def confinement_of(skill: Any, isolation: Isolation) -> str:
 
 def _run_probe(bwrap: str) -> Isolation:
     """Run a real jail around `true`, with the bootstrap every confined process goes through."""
+    import subprocess
+    import tempfile
+
+    from ._bwrap import bwrap_argv
     from ._confine import bootstrap_argv
 
     mode: BwrapMode = "root" if os.geteuid() == 0 else "userns"
@@ -213,6 +218,8 @@ def _run_probe(bwrap: str) -> Isolation:
 
 
 def _version(bwrap: str) -> tuple[int, ...] | None:
+    import subprocess
+
     try:
         out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT).stdout
     except (OSError, subprocess.TimeoutExpired):
