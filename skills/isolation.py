@@ -189,7 +189,7 @@ def _run_probe(bwrap: str) -> Isolation:
     import tempfile
 
     from ._bwrap import bwrap_argv
-    from ._confine import bootstrap_argv
+    from ._bootstrap import bootstrap_argv
 
     mode: BwrapMode = "root" if os.geteuid() == 0 else "userns"
     version = _version(bwrap)
