@@ -71,8 +71,7 @@ class Access:
     async def bound(self, ctx: SkillContext, context: Any) -> AsyncIterator[None]:
         """While inside, the call of `ctx` has its roots and isolation (also for expressions)."""
         roots = await self.roots_for(context)
-        ctx.extras["roots"] = roots
-        ctx.extras["isolation"] = self.settings
+        self._put(ctx, roots)
         token = current_roots.set(roots)
         try:
             yield
@@ -81,9 +80,13 @@ class Access:
 
     def apply(self, ctx: SkillContext) -> None:
         """`bound` without a client, for the rest of the current task (a run from the command line)."""
-        ctx.extras["roots"] = self.base
-        ctx.extras["isolation"] = self.settings
+        self._put(ctx, self.base)
         current_roots.set(self.base)
+
+    def _put(self, ctx: SkillContext, roots: AllowedRoots) -> None:
+        # Plain data: a skill may run in another process (a worker), which gets a copy of extras.
+        ctx.extras["roots"] = roots.as_plain()
+        ctx.extras["isolation"] = self.settings.model_dump()
 
     async def roots_for(self, context: Any) -> AllowedRoots:
         request = getattr(context, "request_context", None)

@@ -140,8 +140,13 @@ def probe(settings: IsolationSettings | None = None) -> Isolation:
 
 
 def isolation_of(extras: dict[str, Any]) -> Isolation:
-    """The isolation of a call: the server's settings (`ctx.extras["isolation"]`), probed."""
+    """The isolation of a call: the server's settings (`ctx.extras["isolation"]`, plain data), probed."""
     settings = extras.get("isolation")
+    if isinstance(settings, dict):
+        try:
+            settings = IsolationSettings.model_validate(settings)
+        except ValidationError:
+            settings = None  # not ours: the defaults (confined where possible, no unconfined creation)
     return probe(settings if isinstance(settings, IsolationSettings) else None)
 
 
@@ -188,8 +193,8 @@ def _run_probe(bwrap: str) -> Isolation:
     import subprocess
     import tempfile
 
-    from ._bwrap import bwrap_argv
     from ._bootstrap import bootstrap_argv
+    from ._bwrap import bwrap_argv
 
     mode: BwrapMode = "root" if os.geteuid() == 0 else "userns"
     version = _version(bwrap)

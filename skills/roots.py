@@ -159,12 +159,28 @@ class AllowedRoots:
     def as_dict(self) -> dict[str, Any]:
         return {"roots": [str(r) for r in self.roots], "origin": self.origin}
 
+    def as_plain(self) -> dict[str, Any]:
+        """Plain data for `ctx.extras`: it must reach a skill run in another process too."""
+        return {**self.as_dict(), "state": str(self.state) if self.state is not None else None}
+
+    @classmethod
+    def from_plain(cls, data: dict[str, Any]) -> AllowedRoots:
+        origin = data.get("origin")
+        state = data.get("state")
+        return cls(
+            tuple(Path(r) for r in data.get("roots") or ()),
+            origin if origin in ("client", "allow-dir", "default") else "allow-dir",
+            Path(state) if state else None,
+        )
+
 
 def roots_of(extras: dict[str, Any] | None) -> AllowedRoots:
     """The roots of a call: `ctx.extras["roots"]`, else the call's context, else the default."""
     found = (extras or {}).get("roots")
     if isinstance(found, AllowedRoots):
         return found
+    if isinstance(found, dict):
+        return AllowedRoots.from_plain(found)
     return _current.get() or AllowedRoots.resolve()
 
 
