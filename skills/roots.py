@@ -61,7 +61,15 @@ current_roots = _current
 
 
 class PathNotAllowedError(SkillRunError):
-    """A file built-in was given a path outside the allowed roots, or one never readable."""
+    """A file built-in was given a path outside the allowed roots, or one never readable.
+
+    A failure of the call (like a missing file), not a malformed argument: the value is valid,
+    the server refuses the place. `where` names the argument.
+    """
+
+    def __init__(self, message: str, *, hint: str = "", field: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.where = field
 
 
 @dataclass(frozen=True)
@@ -136,10 +144,10 @@ class AllowedRoots:
             return resolved  # what this run wrote
         why = self.never(resolved)
         if why is not None:
-            raise PathNotAllowedError(f"{field}: {given} is not readable: {why}", hint=self._hint())
+            raise PathNotAllowedError(f"{field}: {given} is not readable: {why}", hint=self._hint(), field=field)
         if not self.allows(resolved):
             where = f"the allowed roots ({self.shown()})"
-            raise PathNotAllowedError(f"{field}: {given} is outside {where}", hint=self._hint())
+            raise PathNotAllowedError(f"{field}: {given} is outside {where}", hint=self._hint(), field=field)
         return resolved
 
     def shown(self) -> str:
