@@ -55,7 +55,6 @@ def bwrap_argv(
     read_only: Sequence[Path] = (),
     network: bool = False,
     tmp_bytes: int,
-    disable_userns: bool = True,
 ) -> list[str]:
     """The `bwrap ...` prefix that runs a command in a jail with these paths (resolved ones)."""
     argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -63,7 +62,7 @@ def bwrap_argv(
     if not network:
         argv.append("--unshare-net")
     if mode == "userns":
-        argv += ["--unshare-user", *(["--disable-userns"] if disable_userns else [])]
+        argv += ["--unshare-user", "--disable-userns"]
     else:
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     argv += _system_args()

@@ -102,7 +102,6 @@ class Jailed:
                 read_only=read_only,
                 network=jail.network,
                 tmp_bytes=jail.tmp_mb * 2**20,
-                disable_userns=isolation.disable_userns,
             )
             argv += bootstrap_argv(
                 command,

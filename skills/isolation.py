@@ -72,7 +72,6 @@ class Isolation:
     bwrap: str | None = None
     version: str | None = None
     mode: BwrapMode | None = None
-    disable_userns: bool = True
     allow_unconfined: bool = False
 
     def summary(self) -> str:
@@ -198,13 +197,15 @@ def _run_probe(bwrap: str) -> Isolation:
 
     mode: BwrapMode = "root" if os.geteuid() == 0 else "userns"
     version = _version(bwrap)
-    disable = version is None or version >= (0, 8)
     shown = ".".join(map(str, version)) if version else None
+    if version is not None and version < (0, 8):  # --perms and --size of tmpfs, --disable-userns
+        why = f"{bwrap} is bubblewrap {shown}; confinement needs 0.8 or later"
+        return Isolation(False, why, bwrap=bwrap, version=shown)
     with tempfile.TemporaryDirectory(prefix="orchestrator-probe-") as work:
         workdir = Path(work).resolve()
         if mode == "root":
             os.chown(workdir, SANDBOX_USER, SANDBOX_USER)
-        argv = bwrap_argv(bwrap, mode, workdir=workdir, tmp_bytes=2**20, disable_userns=disable)
+        argv = bwrap_argv(bwrap, mode, workdir=workdir, tmp_bytes=2**20)
         argv += bootstrap_argv(
             ["/bin/sh", "-c", "exit 0"], nproc=16, memory_mb=None, timeout=None, mode=mode, cwd=workdir
         )
@@ -219,7 +220,7 @@ def _run_probe(bwrap: str) -> Isolation:
         detail = said[-1] if said else f"exit status {done.returncode}"
         hint = " (user namespaces may be disabled here, e.g. in a container without them)"
         return Isolation(False, f"{bwrap} does not work here: {detail[:300]}{hint}", bwrap=bwrap, version=shown)
-    return Isolation(True, f"{mode} mode", bwrap=bwrap, version=shown, mode=mode, disable_userns=disable)
+    return Isolation(True, f"{mode} mode", bwrap=bwrap, version=shown, mode=mode)
 
 
 def _version(bwrap: str) -> tuple[int, ...] | None:
