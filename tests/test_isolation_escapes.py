@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from _scripted import Script, connect
-from helpers import assert_none_left, write_skill
+from helpers import assert_none_left, run_cli, write_skill
 from mcp import Client
 
 from mcp_server import OrchestratorServer, create_server
@@ -237,3 +237,19 @@ async def test_a_created_skills_tests_and_later_calls_run_confined(home: Path) -
         called = await session.client.call_tool("look-around", {"secret": secret})
     assert called.structured_content is not None and called.structured_content["read"] is False
     assert called.structured_content["processes"] <= 3
+
+
+def test_doctor_and_skills_show_say_how_code_is_confined(tmp_path: Path) -> None:
+    env = {**os.environ, "ORCHESTRATOR_HOME": str(tmp_path / "home")}
+    report = run_cli("doctor", "--json", "--allow-dir", str(tmp_path), env=env, cwd=tmp_path).json()
+    assert isinstance(report, dict)
+    assert report["isolation"]["available"] is True and report["isolation"]["mode"] in ("root", "userns")
+    assert report["files"] == {
+        "roots": [str(tmp_path.resolve())],
+        "origin": "allow-dir",
+        "shown": str(tmp_path.resolve()),
+    }
+    assert set(report) >= {"versions", "home", "state", "providers"}
+    stranger(tmp_path / "skills", "stranger")
+    shown = run_cli("skills", "show", "stranger", "--skills", str(tmp_path / "skills"), env=env, cwd=tmp_path).out
+    assert "confinement: confined by bubblewrap" in shown and "no network" in shown
