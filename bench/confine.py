@@ -15,6 +15,7 @@ Budget (ARCHITECTURE.md): a confined script call < 50 ms; the ratio is reported.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,8 @@ async def main(reps: int) -> int:
         ],
     )
     print(f"confinement adds {c.ms(m_conf - m_unconf)} per script call ({reps} interleaved pairs)")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at the end: {load} on {os.cpu_count()} CPUs (the figures stretch with it)")
     print(c.abs_line("confine.created_skill_call", c.ms(m_call), f"< {BUDGET_MS:g} ms", m_call * 1e3 < BUDGET_MS))
     print(f"RATIO confine.script_call {m_conf / m_unconf:.3f} (confined / unconfined; reported, no budget)")
     print(f"RATIO confine.tool_call {m_call / m_open:.3f} (confined / unconfined; reported, no budget)")
