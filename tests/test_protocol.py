@@ -13,6 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, PromptReference, ResourceTemplateReference
 
 from mcp_server import create_server
+from skills._schema import portability_problems
 
 ERAS = ["auto", "legacy"]
 
@@ -173,3 +174,38 @@ async def test_completion_proposes_the_runs_with_artifacts_and_their_files(tmp_p
     assert run_id in runs.completion.values
     assert all(not f.startswith("/") and ".." not in f for f in files.completion.values)
     assert strangers.completion.values == []
+
+
+async def test_every_published_schema_types_every_property_and_uses_no_type_arrays(tmp_path: Path, home: Path) -> None:
+    root = tmp_path / "skills"
+    _guide(root)
+    write_skill(root, "helper", contract={"run": {"agent": {"skills": ["list-files"]}}})
+    write_skill(
+        root,
+        "typed-helper",
+        contract={
+            "run": {"agent": {"skills": []}},
+            "outputs": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        },
+    )
+    write_skill(root, "summarize", contract={"run": {"prompt": "p.md"}}, files={"p.md": "Summarize {{ text }}"})
+    pipelines = home / "pipelines"
+    pipelines.mkdir(parents=True)
+    (pipelines / "loose.yaml").write_text(
+        "id: loose\ninputs: {anything: {description: untyped}}\nparameters: {n: 3}\nsteps:\n"
+        "  - id: files\n    skill: list-files\n    parameters: {directory: .}\n"
+        "outputs: {count: '{{ files.count }}', raw: '{{ anything }}', label: 'n={{ n }}', same: '{{ n > 2 }}'}\n"
+    )
+    async with Client(create_server(home=home, skill_dirs=[root])) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert {"validate_pipeline", "create_skill", "code-review", "list-files", "helper", "loose"} <= tools.keys()
+    problems = [
+        f"{name} {side}: {problem}"
+        for name, tool in tools.items()
+        for side, schema in (("input", tool.input_schema), ("output", tool.output_schema))
+        for problem in portability_problems(schema or {})
+    ]
+    assert problems == []
+    loose = tools["loose"].output_schema["properties"]  # type: ignore[index]
+    assert (loose["count"]["type"], loose["label"]["type"], loose["same"]["type"]) == ("integer", "string", "boolean")
+    assert [m["type"] for m in loose["raw"]["anyOf"]] == ["object", "array", "string", "number", "boolean", "null"]
