@@ -250,3 +250,26 @@ def _deep_call(request_id: int, depth: int) -> str:
 
 def _init() -> dict[str, Any]:
     return {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_unexpected_failure_is_an_envelope_without_internals(tmp_path: Path, home: Path, mode: str) -> None:
+    root = tmp_path / "skills"
+    write_skill(
+        root,
+        "thing",
+        contract={"run": {"python": "impl:main"}},
+        impl="class Thing:\n    pass\ndef main():\n    return {'t': Thing()}\n",
+    )
+    (home / "pipelines").mkdir(parents=True)
+    (home / "pipelines" / "things.yaml").write_text("id: things\nsteps:\n  - id: a\n    skill: thing\n")
+    server = create_server(home=home, skill_dirs=[root])
+    async with Client(server, mode=mode) as client:
+        # A step result the run's checkpoints cannot store fails below the pipeline layer: the
+        # call still ends in an envelope (internal today), never a traceback or a dropped answer.
+        result = await client.call_tool("things", {})
+        assert (await client.call_tool("json-query", {"query": "a", "data": {"a": 1}})).structured_content
+    error = envelope(result)
+    assert error["type"] in ("internal", "skill_failed")
+    text = result.content[0].text
+    assert ("Traceback" not in text and "msgpack" not in text and "Thing" not in text) or error["type"] != "internal"
