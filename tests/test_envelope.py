@@ -112,14 +112,15 @@ async def test_every_kind_of_failure_is_one_envelope_and_the_server_goes_on(tmp_
             assert (await other.call_tool("adder", {"a": 1})).structured_content == {"sum": 2}
 
 
-async def test_nan_and_infinity_come_back_as_null_with_a_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ERAS)
+async def test_nan_and_infinity_come_back_as_null_with_a_warning(tmp_path: Path, mode: str) -> None:
     server = create_server(skill_dirs=[_skills(tmp_path / "skills")])
     logs: list[Any] = []
 
     async def on_log(params: Any) -> None:
         logs.append(params)
 
-    async with Client(server, mode="legacy", logging_callback=on_log) as client:
+    async with Client(server, mode=mode, logging_callback=on_log, log_level="warning") as client:
         result = await client.call_tool("odd", {"kind": "nan"})
     assert not result.is_error
     assert result.structured_content == {"mean": None, "top": [1.0, None], "n": 2}
@@ -158,15 +159,20 @@ async def test_a_failed_pipeline_step_is_named_with_its_line(tmp_path: Path, hom
     (pipelines / "breaks.yaml").write_text(
         "id: breaks\nsteps:\n  - id: fine\n    skill: adder\n    parameters: {a: 1}\n  - id: boom\n    skill: crash\n"
     )
+    (pipelines / "waits.yaml").write_text("id: waits\nsteps:\n  - id: wait\n    skill: slow\n")
     server = create_server(home=home, skill_dirs=[_skills(tmp_path / "skills")])
     async with Client(server, mode=mode) as client:
         result = await client.call_tool("breaks", {})
+        with anyio.fail_after(20):
+            waited = await client.call_tool("waits", {})
         registered = await client.call_tool(
             "register_pipeline", {"yaml": "id: nope\nsteps:\n  - id: a\n    skill: nada\n"}
         )
     error = envelope(result)
     assert error["type"] == "skill_failed" and error["where"] == "step 'boom' (breaks.yaml:6)"
     assert "failed at step 'boom'" in error["message"] and "runs resume" in error["hint"]
+    late = envelope(waited)  # the step's own kind of failure is the run's
+    assert (late["type"], late["retryable"], late["where"]) == ("timeout", True, "step 'wait' (waits.yaml:3)")
     refused = envelope(registered, report=True)
     assert refused["type"] == "invalid_arguments" and refused["where"] == "yaml:4:12"
     assert "unknown skill 'nada'" in refused["message"]
@@ -174,7 +180,8 @@ async def test_a_failed_pipeline_step_is_named_with_its_line(tmp_path: Path, hom
     assert report is not None and report["registered"] is False and report["issues"][0]["line"] == 4
 
 
-async def test_an_upstream_that_is_gone_is_not_connected_and_its_own_errors_pass_through(home: Path) -> None:
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_upstream_that_is_gone_is_not_connected_and_its_own_errors_pass_through(home: Path, mode: str) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "servers.json").write_text(json.dumps({"mcpServers": {"fx": fixture_stdio()}}))
     server = create_server(home=home)
@@ -185,7 +192,7 @@ async def test_an_upstream_that_is_gone_is_not_connected_and_its_own_errors_pass
             ready.set()
 
     server.catalog.subscribe(on_change)
-    async with server.running(), Client(server) as client:
+    async with server.running(), Client(server, mode=mode) as client:
         with anyio.fail_after(30):
             await ready.wait()
         theirs = await client.call_tool("fx_fail", {"message": "nope"})
