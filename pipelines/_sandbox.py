@@ -185,7 +185,7 @@ def list_files(directory: str = ".", pattern: str = "*") -> list[str]:
     try:
         roots.check(directory, field="list_files")
     except PathNotAllowedError as exc:
-        raise ExpressionError(exc.message, hint=exc.hint) from None
+        raise ExpressionError(f"list_files: {exc.message}", hint=exc.hint) from None
     if not Path(directory).is_dir():
         raise ExpressionError(f"list_files: '{directory}' is not a directory", hint="paths are relative to the server")
     found: list[str] = []

@@ -144,10 +144,10 @@ class AllowedRoots:
             return resolved  # what this run wrote
         why = self.never(resolved)
         if why is not None:
-            raise PathNotAllowedError(f"{field}: {given} is not readable: {why}", hint=self._hint(), field=field)
+            raise PathNotAllowedError(f"{given} is not readable: {why}", hint=self._hint(), field=field)
         if not self.allows(resolved):
             where = f"the allowed roots ({self.shown()})"
-            raise PathNotAllowedError(f"{field}: {given} is outside {where}", hint=self._hint(), field=field)
+            raise PathNotAllowedError(f"{given} is outside {where}", hint=self._hint(), field=field)
         return resolved
 
     def shown(self) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import envelope, run_cli
 from mcp import Client
 from mcp_types import CallToolResult
 
@@ -44,16 +44,18 @@ async def call(home: Path, name: str, arguments: dict[str, Any], **server: Any) 
 
 
 def refusal(result: CallToolResult) -> str:
-    assert result.is_error, result.structured_content
-    text = result.content[0].text
-    assert "Traceback" not in text
-    return text
+    """The message and hint of a refused call (its error envelope, checked)."""
+    error = envelope(result)
+    assert "Traceback" not in result.content[0].text
+    return f"{error['message']}\nHint: {error['hint']}"
 
 
 @pytest.mark.parametrize("path", ["/proc/self/environ", "/proc/1/environ", "/sys/kernel/hostname", "/dev/zero"])
 async def test_read_file_refuses_proc_sys_and_dev_even_when_the_root_is_everything(home: Path, path: str) -> None:
-    text = refusal(await call(home, "read-file", {"path": path, "errors": "replace"}, allow_dirs=["/"]))
-    assert f"path: {path} is not readable" in text and "never served" in text
+    result = await call(home, "read-file", {"path": path, "errors": "replace"}, allow_dirs=["/"])
+    text = refusal(result)
+    assert f"{path} is not readable" in text and "never served" in text
+    assert envelope(result)["where"] == "path" and envelope(result)["type"] == "skill_failed"
 
 
 async def test_a_path_outside_the_roots_is_refused_naming_it_the_roots_and_how_to_add_one(
@@ -61,7 +63,7 @@ async def test_a_path_outside_the_roots_is_refused_naming_it_the_roots_and_how_t
 ) -> None:
     target = elsewhere / "private.txt"
     text = refusal(await call(home, "read-file", {"path": str(target)}, allow_dirs=[project]))
-    assert f"path: {target} is outside the allowed roots ({project})" in text
+    assert f"{target} is outside the allowed roots ({project})" in text
     assert "--allow-dir DIR" in text and "root in your MCP client" in text
     missing = refusal(await call(home, "read-file", {"path": str(elsewhere / "nope.txt")}, allow_dirs=[project]))
     assert "outside the allowed roots" in missing and "not found" not in missing  # existence is not told
