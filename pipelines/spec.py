@@ -144,7 +144,8 @@ class StepSpec(_Model):
     """Seconds one attempt of the step may take."""
     retry: RetrySpec | None = None
     on_error: Literal["fail", "continue"] = "fail"
-    """`continue` records `{error: ..., step: ...}` as the step's output and goes on."""
+    """`continue` records `{error: <message>, step: <id>, step_failed: true}` as the step's output
+    and goes on; `{{ <id> is failed }}` tells that record from a result."""
     _path: Path_ = PrivateAttr(default=())
 
     @property
