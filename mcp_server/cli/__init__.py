@@ -54,13 +54,13 @@ def _parser() -> argparse.ArgumentParser:
         help="log to stderr from this level (serve: WARNING; other commands: quiet)",
     )
     skills_opt = argparse.ArgumentParser(add_help=False)
+    # One folder per flag: `nargs="+"` would swallow the positional after it (`call --skills D tool`).
     skills_opt.add_argument(
         "--skills",
         metavar="DIR",
-        nargs="+",
-        action="extend",
+        action="append",
         default=[],
-        help="extra skill folders; later ones override earlier ones and the home",
+        help="an extra skill folder (repeat for more); later ones override earlier ones and the home",
     )
     json_opt = argparse.ArgumentParser(add_help=False)
     json_opt.add_argument("--json", action="store_true", help="print JSON")
