@@ -27,7 +27,8 @@ Reference (the user's documentation; the README copies it):
   filesizeformat first float fromjson groupby int items join last length list lower map max min
   reject rejectattr replace reverse round select selectattr slice sort string striptags sum title
   tojson trim truncate unique upper urlencode wordcount`; all of Jinja's tests (`is defined`,
-  `is number`, `is in` ...) and `is failed` (a step that failed under `on_error: continue`). Removed: `format`, `indent`, `wordwrap`, `pprint`, `random`,
+  `is number`, `is in` ...) and `is failed` (a step that failed under `on_error: continue`).
+  Removed: `format`, `indent`, `wordwrap`, `pprint`, `random`,
   `urlize`, `xmlattr`, the HTML `escape` family, and the globals `lipsum`, `cycler`, `joiner`,
   `namespace`. Statements: `{% if %}`, `{% for %}`, `{% set %}`, `{% with %}`, `{% filter %}`,
   `{% raw %}`; not `include`, `import`, `extends`, `macro`, `call`, `block`. The newline right

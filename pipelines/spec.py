@@ -287,6 +287,17 @@ class PipelineSpec(_Model):
         props["usage"] = USAGE_SCHEMA
         return {"type": "object", "properties": props, "required": ["run_id"]}
 
+    def callees(self) -> set[str]:
+        """Every name the pipeline calls: each step's `skill` and each agent's allow-list
+        (patterns included), for knowing which upstream servers a run needs."""
+        names: set[str] = set()
+        for step in self.walk():
+            if step.skill:
+                names.add(step.skill)
+            if step.agent is not None:
+                names.update(step.agent.skills)
+        return names
+
     def walk(self) -> Iterator[StepSpec]:
         """Every step, depth first, in file order."""
         stack = list(reversed(self.steps))
