@@ -18,6 +18,7 @@ naming its handler with `set_defaults(handler=...)`:
     _runs       runs list|show|resume
     _progress   the live progress display of a run
     _upstreams  the upstream MCP servers a command needs (--servers, --connect-timeout)
+    _docs       docs: the user reference of docs/, from the checkout or the installed copy
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import _call, _pipelines, _run, _runs, _serve, _servers, _setup, _skills, _upstreams
+from . import _call, _docs, _pipelines, _run, _runs, _serve, _servers, _setup, _skills, _upstreams
 from ._common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         _servers.add_parsers,
         _call.add_parsers,
         _setup.add_claude_parser,
+        _docs.add_parsers,
     ):
         add_parsers(sub, parents)
     return parser
