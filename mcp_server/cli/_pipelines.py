@@ -195,8 +195,9 @@ def _list(args: argparse.Namespace) -> int:
     from ._upstreams import with_upstreams
 
     orchestrator = server(args)
-    specs = [spec for _, spec in unpublished_pipelines(orchestrator).values()]
-    needs = needed_servers(orchestrator, specs=specs)  # what the pipelines waiting for upstreams call
+    needs: list[MCPSkillAdapter] = []
+    if orchestrator.servers is not None:  # what the pipelines waiting for upstreams call
+        needs = needed_servers(orchestrator, specs=[spec for _, spec in unpublished_pipelines(orchestrator).values()])
     return with_upstreams(orchestrator, needs, args.connect_timeout, lambda down: _list_now(args, orchestrator, down))
 
 
