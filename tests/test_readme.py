@@ -6,10 +6,12 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
 from mcp import Client
 
 from mcp_server import create_server
 from skills import check_folder
+from skills.errors import ERROR_ENVELOPE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -69,3 +71,11 @@ def test_commands_name_the_program_one_way() -> None:
         and "uvx --from" not in line
     ]
     assert bare == []
+
+
+async def test_the_error_envelope_shown_is_what_a_client_gets(home: Path) -> None:
+    shown = json.loads(_block_after("envelope:"))
+    jsonschema.validate(shown, ERROR_ENVELOPE_SCHEMA)
+    async with Client(create_server()) as client:
+        result = await client.call_tool("json-query", {"query": 5})
+    assert json.loads(result.content[0].text) == shown  # type: ignore[union-attr]
