@@ -9,6 +9,7 @@ went wrong while a run was under way.
     │                              breaks the sandbox (names the expression)
     ├── VerificationError          a pipeline file with problems; carries every `Issue` at once
     ├── StepFailed                 a step failed at run time (names the step)
+    │   └── RunLimitExceeded       the run hit one of its limits (names the limit and the step)
     └── RunCancelled               the run was cancelled by the client or the user
 
 `Issue` is not an exception: it is one problem found by the verifier, rendered as
@@ -25,6 +26,7 @@ __all__ = [
     "Issue",
     "PipelineError",
     "RunCancelled",
+    "RunLimitExceeded",
     "StepFailed",
     "VerificationError",
 ]
@@ -101,3 +103,16 @@ class StepFailed(PipelineError):
 
 class RunCancelled(PipelineError):
     """The run was cancelled; finished steps stay checkpointed so it can be resumed."""
+
+
+class RunLimitExceeded(StepFailed):
+    """The run reached one of its limits (`pipelines.limits`); `limit` names it (`max_steps`, ...).
+
+    Never retried nor continued past by `on_error: continue`: the limit bounds the whole run.
+    """
+
+    limit: str
+
+    def __init__(self, message: str, *, limit: str, hint: str = "", step_id: str = "") -> None:
+        super().__init__(message, hint=hint, step_id=step_id)
+        self.limit = limit

@@ -6,6 +6,7 @@ from .contract import FrontMatter, SkillContract
 from .errors import (
     ArgumentsError,
     DefinitionError,
+    LimitExceededError,
     OutputError,
     Problem,
     SkillRunError,
@@ -27,6 +28,7 @@ __all__ = [
     "FolderSource",
     "FrontMatter",
     "Home",
+    "LimitExceededError",
     "LoadProblem",
     "OutputError",
     "Problem",

@@ -11,7 +11,8 @@ carry a location and a hint; runtime failures say what went wrong while a skill 
         ├── SkillTimeoutError    killed at its timeout
         ├── OutputError          the result broke the contract (too large, not JSON, schema)
         ├── NoModelProviderError no Anthropic API key and no client sampling (skills.models)
-        └── UnknownModelError    a model role or id the registry does not know (skills.models)
+        ├── UnknownModelError    a model role or id the registry does not know (skills.models)
+        └── LimitExceededError   a run limit of the server was reached (steps, items, data, time)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "ArgumentsError",
     "DefinitionError",
     "FieldError",
+    "LimitExceededError",
     "OutputError",
     "Problem",
     "SkillRunError",
@@ -109,3 +111,15 @@ class SkillTimeoutError(SkillRunError):
 
 class OutputError(SkillRunError):
     """The skill's result broke its contract (too large, not JSON, wrong shape)."""
+
+
+class LimitExceededError(SkillRunError):
+    """A limit of the server was reached (a pipeline run's steps, loop items, data or wall time).
+
+    `limit` names it (`max_steps`, `max_loop_items`, `max_state_bytes`, `max_wall_time`); a
+    client sees the error type `limit_exceeded`.
+    """
+
+    def __init__(self, message: str, *, limit: str, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.limit = limit

@@ -182,20 +182,28 @@ async def test_a_client_receives_progress_naming_each_step_and_loop_items(home: 
     assert not result.is_error, _text(result)
     messages = [m for _, _, m in seen]
     assert messages == [
+        "first: started",
         "first: done",
+        "items: started",
+        "items: 0/3 items",
         "items: 1/3 items",
         "items: 2/3 items",
         "items: 3/3 items",
         "items: done",
+        "fanned: started",
+        "fanned: 0/2 items",
         "fanned: 1/2 items",
         "fanned: 2/2 items",
         "fanned: done",
+        "skipped: started",
         "skipped: skipped",
+        "last: started",
         "last: done",
     ]
     assert {total for _, total, _ in seen} == {5}
     done = [d for d, _, _ in seen]
     assert done == sorted(done) and done[-1] == 5
+    assert [d for d, _, m in seen if m and m.endswith(": started")] == [0, 1, 2, 3, 4]
     assert [d for d, _, m in seen if m and m.endswith((": done", ": skipped"))] == [1, 2, 3, 4, 5]
     calls = _lines(log)
     assert calls[:4] == ["first", "a", "b", "c"] and sorted(calls[4:6]) == ["d", "e"] and calls[6:] == ["last"]
