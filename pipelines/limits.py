@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .errors import RunLimitExceeded
 
 __all__ = [
+    "BUDGET_KEY",
     "DEFAULT_LIMITS",
     "Budget",
     "LimitName",
@@ -37,6 +38,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("pipelines.limits")
+
+BUDGET_KEY = "run_budget"
+"""Where a step's call finds its run's `Budget` in `ctx.extras` (a pipeline called as a step shares it)."""
 
 LimitName = Literal["max_steps", "max_loop_items", "max_state_bytes", "max_wall_time"]
 

@@ -34,20 +34,18 @@ from skills.models import Usage
 from ._reporting import RunProgress
 from .errors import ExpressionError, PipelineError, RunLimitExceeded, StepFailed
 from .expressions import evaluate, render, truthy
-from .limits import DEFAULT_LIMITS, Budget, RunLimits
+from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
 from .spec import PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
     from ._state import RunState
     from .compiler import CompiledPipeline
 
-__all__ = ["BUDGET_KEY", "RunContext", "loop_items", "run_pipeline"]
+__all__ = ["RunContext", "loop_items", "run_pipeline"]
 
 log = logging.getLogger("pipelines.run")
 
 RECURSION_LIMIT = 10_000_000  # loops carry their own guards (max_iterations, item counts)
-BUDGET_KEY = "run_budget"
-"""Where a step's call finds its run's `Budget` in `ctx.extras` (a pipeline called as a step shares it)."""
 _NOTHING: Any = object()
 
 

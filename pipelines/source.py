@@ -15,11 +15,11 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skills import DefinitionError, LoadProblem, Problem, SkillContext, SkillRunError, SkillSource
+from skills import DefinitionError, LimitExceededError, LoadProblem, Problem, SkillContext, SkillRunError, SkillSource
 from skills.catalog import FolderProvider
 
 from ._yamlmap import SourceMap
-from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunLimitExceeded, StepFailed, VerificationError
 from .loader import load_spec_file
 from .spec import PipelineSpec
 
@@ -218,12 +218,20 @@ def new_run_id() -> str:
 
 
 def describe_failure(exc: PipelineError, run_id: str) -> SkillRunError:
-    """A run failure as a client-facing error that says how to resume."""
+    """A run failure as a client-facing error that says how to resume (a limit: which one, and where it is set)."""
     step = f" at step '{exc.step_id}'" if isinstance(exc, StepFailed) and exc.step_id else ""
     message = exc.message
     if step and message.startswith(f"step '{exc.step_id}' "):  # "step 'x' failed: ..." once is enough
         message = message[len(f"step '{exc.step_id}' ") :].removeprefix("failed: ")
+    elif step and message.startswith(f"step '{exc.step_id}': "):  # "step 'x': parameters: ..." too
+        message = message[len(f"step '{exc.step_id}': ") :]
     hint = exc.hint + "; " if exc.hint else ""
+    if isinstance(exc, RunLimitExceeded):
+        return LimitExceededError(
+            f"run {run_id} stopped{step}: {message}",
+            limit=exc.limit,
+            hint=f"{hint}after changing it, `orchestrator runs resume {run_id}` continues (finished steps are kept)",
+        )
     return SkillRunError(
         f"run {run_id} failed{step}: {message}",
         hint=f"{hint}after fixing, resume it with `orchestrator runs resume {run_id}` (finished steps are kept)",

@@ -135,6 +135,17 @@ def _resume_cli(home: Path, skills: Path, run_id: str) -> subprocess.CompletedPr
     )
 
 
+def _runs_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ORCHESTRATOR), "runs", *args, "--home", str(home)],
+        env={**os.environ, "ORCHESTRATOR_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
 async def resume(home: Path, skills: Path, run_id: str) -> dict[str, Any]:
     """Resume a run in a new process: `orchestrator runs resume RUN --json`."""
     proc = await anyio.to_thread.run_sync(_resume_cli, home, skills, run_id)
@@ -377,8 +388,18 @@ async def test_a_run_of_a_killed_server_is_resumed_by_another_process_without_re
         os.kill(int(waiting["pid"]), 0)
     run_id = waiting["run"]
     record = RunStore(home / "state.sqlite").get(run_id)
-    assert record is not None and record.status == "running"  # nobody was left to record the end
+    # nobody was left to record the end: the dead owner is detected
+    assert record is not None and record.status == "interrupted"
+    assert record.owner is not None and record.owner.endswith(f":{waiting['pid']}")
     assert _lines(log) == ["first", "wait"]
+    listed = await anyio.to_thread.run_sync(_runs_cli, home, "list")
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line.split() for line in listed.stdout.splitlines() if line.startswith(run_id)]
+    assert row[1:3] == ["interrupted", "interrupted"]  # pipeline id, status
+    assert f"orchestrator runs resume {run_id}" in listed.stderr
+    shown = await anyio.to_thread.run_sync(_runs_cli, home, "show", run_id)
+    assert "status:      interrupted" in shown.stdout
+    assert f"run {run_id} interrupted: `orchestrator runs resume {run_id}` continues it" in shown.stderr
 
     marker.write_text("go")
     out = await resume(home, skills, run_id)

@@ -1,0 +1,212 @@
+"""Run limits: a registering client cannot make a run take more steps, items, data or time than
+the server's configuration (`runs:` in the home's config.yaml) allows; a pipeline may ask for less.
+
+Every case goes through a real in-memory client; after each refused run the same server still
+answers another call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+from helpers import write_skill
+from mcp import Client
+from mcp_types import CallToolResult, TextContent
+
+from mcp_server import create_server
+from pipelines.runs import RunStore
+from skills import LimitExceededError, SkillContext
+
+OPEN = {"type": "object"}
+TIMEOUT = 60
+
+
+@pytest.fixture
+def skills(tmp_path: Path) -> Path:
+    root = tmp_path / "skills"
+    write_skill(
+        root, "echo", contract={"inputs": OPEN, "run": {"python": "impl:echo"}}, impl="def echo(**kw):\n    return kw\n"
+    )
+    write_skill(
+        root,
+        "blob",
+        contract={"inputs": OPEN, "run": {"python": "impl:blob"}},
+        impl="def blob(size):\n    return {'data': 'x' * size}\n",
+    )
+    write_skill(
+        root,
+        "hang",
+        contract={"inputs": OPEN, "run": {"python": "impl:hang"}, "timeout": 600},
+        impl="import anyio\n\nasync def hang():\n    await anyio.sleep_forever()\n",
+    )
+    return root
+
+
+def configure(home: Path, **limits: object) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump({"runs": limits}))
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+NESTED = """\
+id: nested
+description: "A million trivial calls: a nested for of 1000 x 1000"
+steps:
+  - id: outer
+    for: {items: "{{ range(1000) | list }}", variable: i, parallel: true, max_parallel: 4}
+    steps:
+      - id: inner
+        for: {items: "{{ range(1000) | list }}", variable: j}
+        skill: echo
+        parameters: {i: "{{ i }}", j: "{{ j }}"}
+"""
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "what"),
+    [
+        (300, "stopped at step 'outer': 1,000 items, but only 300 of the run's 300 steps are left"),  # up front
+        (1500, "the run reached its limit of 1,500 steps"),  # while the items run (4 at a time)
+    ],
+)
+async def test_a_registered_nested_loop_stops_at_the_servers_step_limit_and_the_server_keeps_serving(
+    home: Path, skills: Path, max_steps: int, what: str
+) -> None:
+    configure(home, max_steps=max_steps)
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        registered = await client.call_tool("register_pipeline", {"yaml": NESTED})
+        assert not registered.is_error, _text(registered)
+        with anyio.fail_after(TIMEOUT):
+            result = await client.call_tool("nested", {})
+        assert result.is_error
+        text = _text(result)
+        assert what in text and "(max_steps)" in text
+        assert "config.yaml" in text  # the hint says where the server's limit is set
+        still = await client.call_tool("echo", {"ok": True})
+        assert not still.is_error and still.structured_content == {"ok": True}
+    [record] = RunStore(home / "state.sqlite").list()
+    assert record.status == "failed" and record.failed_step in ("outer", "inner")
+    assert record.error is not None and "(max_steps)" in record.error
+
+
+async def test_a_pipeline_cannot_raise_a_server_limit_by_asking_for_more(home: Path, skills: Path) -> None:
+    configure(home, max_loop_items=10)
+    greedy = NESTED.replace('description: "', 'limits: {max_loop_items: 1000000, max_steps: 100000000}\ndescription: "')
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        assert not (await client.call_tool("register_pipeline", {"yaml": greedy})).is_error
+        result = await client.call_tool("nested", {})
+    assert result.is_error
+    text = _text(result)
+    assert "1,000 items, over the limit of 10 per loop (max_loop_items)" in text and "step 'outer'" in text
+
+
+async def test_a_pipeline_may_ask_for_less_and_is_refused_before_any_item_runs(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    text = textwrap.dedent(
+        """\
+        id: modest
+        limits: {max_loop_items: 3}
+        steps:
+          - id: each
+            for: {items: [1, 2, 3, 4, 5], variable: n}
+            skill: echo
+            parameters: {n: "{{ n }}"}
+        """
+    )
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        assert not (await client.call_tool("register_pipeline", {"yaml": text})).is_error
+        result = await client.call_tool("modest", {})
+    assert result.is_error
+    message = _text(result)
+    assert "5 items, over the limit of 3 per loop (max_loop_items)" in message
+    assert "the pipeline's `limits: {max_loop_items: ...}`" in message  # who set it
+    assert "50,000" in message  # and what the server would allow
+
+
+async def test_the_data_a_run_stores_is_bounded(home: Path, skills: Path) -> None:
+    configure(home, max_state_bytes="20kB")
+    text = textwrap.dedent(
+        """\
+        id: hoard
+        steps:
+          - id: grow
+            for: {items: "{{ range(10) | list }}", variable: n}
+            skill: blob
+            parameters: {size: 5000}
+        """
+    )
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        assert not (await client.call_tool("register_pipeline", {"yaml": text})).is_error
+        result = await client.call_tool("hoard", {})
+    assert result.is_error
+    assert "the run's data passed its limit of 20 kB (max_state_bytes)" in _text(result)
+    assert "step 'grow'" in _text(result)
+
+
+async def test_a_run_past_its_wall_time_is_stopped_and_names_the_running_step(home: Path, skills: Path) -> None:
+    text = textwrap.dedent(
+        """\
+        id: slow
+        timeout: 0.5
+        steps:
+          - {id: first, skill: echo, parameters: {a: 1}}
+          - {id: stuck, skill: hang, parameters: {}}
+        """
+    )
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        assert not (await client.call_tool("register_pipeline", {"yaml": text})).is_error
+        with anyio.fail_after(TIMEOUT):
+            result = await client.call_tool("slow", {})
+        assert result.is_error
+        assert "step 'stuck': the run did not finish within 0.5s (max_wall_time)" in _text(result)
+        assert not (await client.call_tool("echo", {})).is_error
+    [record] = RunStore(home / "state.sqlite").list()
+    assert record.status == "failed" and record.failed_step == "stuck"
+
+
+async def test_after_raising_the_limit_the_stopped_run_resumes_and_keeps_its_count(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    configure(home, max_steps=5)
+    text = textwrap.dedent(
+        """\
+        id: counted
+        steps:
+          - id: each
+            for: {items: [1, 2, 3, 4, 5, 6, 7, 8], variable: n}
+            steps:
+              - {id: call, skill: echo, parameters: {n: "{{ n }}"}}
+        outputs:
+          ns: "{{ each | map(attribute='call') | map(attribute='n') | list }}"
+        """
+    )
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        assert not (await client.call_tool("register_pipeline", {"yaml": text})).is_error
+        failed = await client.call_tool("counted", {})
+        assert failed.is_error and "(max_steps)" in _text(failed)
+        run_id = _text(failed).split("run ", 1)[1].split()[0]
+        configure(home, max_steps=17)  # 8 iterations + 8 calls: 16 steps
+        resumed = await client.call_tool("counted", {})  # a new run fits
+        assert not resumed.is_error, _text(resumed)
+    service = create_server(home=home, skill_dirs=[skills]).pipelines  # what `orchestrator runs resume` calls
+    assert service is not None
+    configure(home, max_steps=12)  # the stopped run had spent 5 or so; 16 in all do not fit in 12
+    with pytest.raises(LimitExceededError, match=r"max_steps"):
+        await service.resume(run_id, SkillContext())
+    configure(home, max_steps=16)
+    out = await service.resume(run_id, SkillContext())
+    assert out["ns"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    db = sqlite3.connect(home / "state.sqlite")
+    try:  # a succeeded run keeps no checkpoints: its result is in the history
+        assert db.execute("SELECT count(*) FROM checkpoints WHERE thread_id=?", (run_id,)).fetchone() == (0,)
+    finally:
+        db.close()
