@@ -19,7 +19,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import run_cli, write_skill
+from fixtures.run_skills import python_skills
+from helpers import run_cli
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
@@ -27,24 +28,12 @@ from mcp_server import create_server
 from pipelines._owner import Owner
 from pipelines.runs import RunStore
 
-OPEN = {"type": "object"}
 GARBAGE = b"this is not a database, it is a text file that someone saved over state.sqlite\n" * 50
 
 
 @pytest.fixture
 def skills(tmp_path: Path) -> Path:
-    root = tmp_path / "skills"
-    write_skill(
-        root, "echo", contract={"inputs": OPEN, "run": {"python": "impl:echo"}}, impl="def echo(**kw):\n    return kw\n"
-    )
-    write_skill(
-        root,
-        "gate",
-        contract={"inputs": OPEN, "run": {"python": "impl:gate"}},
-        impl="from pathlib import Path\n\ndef gate(marker):\n"
-        "    if not Path(marker).exists():\n        raise RuntimeError('closed')\n    return {'open': True}\n",
-    )
-    return root
+    return python_skills(tmp_path / "skills", "echo", "gate")
 
 
 def _text(result: CallToolResult) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
-from helpers import write_skill
+from fixtures.run_skills import python_skills
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
@@ -22,29 +22,12 @@ from mcp_server import create_server
 from pipelines.runs import RunStore
 from skills import LimitExceededError, SkillContext
 
-OPEN = {"type": "object"}
 TIMEOUT = 60
 
 
 @pytest.fixture
 def skills(tmp_path: Path) -> Path:
-    root = tmp_path / "skills"
-    write_skill(
-        root, "echo", contract={"inputs": OPEN, "run": {"python": "impl:echo"}}, impl="def echo(**kw):\n    return kw\n"
-    )
-    write_skill(
-        root,
-        "blob",
-        contract={"inputs": OPEN, "run": {"python": "impl:blob"}},
-        impl="def blob(size):\n    return {'data': 'x' * size}\n",
-    )
-    write_skill(
-        root,
-        "hang",
-        contract={"inputs": OPEN, "run": {"python": "impl:hang"}, "timeout": 600},
-        impl="import anyio\n\nasync def hang():\n    await anyio.sleep_forever()\n",
-    )
-    return root
+    return python_skills(tmp_path / "skills", "echo", "blob", "hang")
 
 
 def configure(home: Path, **limits: object) -> None:
