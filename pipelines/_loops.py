@@ -201,7 +201,7 @@ def for_done_node(step: StepSpec) -> Node:
 def fan_start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
         run, items = await _begin_loop(_ctx(runtime), step, state["scope"])
-        ctl = {f"{step.id}:run": run, f"{step.id}:n": len(items), f"{step.id}:items": items}
+        ctl = {f"{step.id}:run": run, f"{step.id}:n": len(items), f"{step.id}:items": items, f"{step.id}:wave": 0}
         return {"ctl": ctl, "fanin": {step.id: None}}
 
     return node
@@ -236,6 +236,13 @@ def _descendants(step: StepSpec) -> list[StepSpec]:
     return out
 
 
+WAVE = 1000
+"""Items of a parallel `for` sent at once. LangGraph sets up every task of a superstep before the
+first one runs, and without yielding: 20,000 Sends kept the event loop (progress, Ctrl-C) stuck
+for seconds. Waves of this many items keep each set-up short; `max_parallel` items still run at
+a time, a wave ending only waits for its own last items."""
+
+
 def fan_router(step: StepSpec, item_node: str) -> Callable[[RunState], Any]:
     from langgraph.types import Send
 
@@ -243,16 +250,28 @@ def fan_router(step: StepSpec, item_node: str) -> Callable[[RunState], Any]:
 
     def route(state: RunState) -> Any:
         ctl = state["ctl"]
-        if not ctl.get(f"{step.id}:run") or not ctl.get(f"{step.id}:n"):
+        n, first = ctl.get(f"{step.id}:n") or 0, ctl.get(f"{step.id}:wave", 0) * WAVE
+        if not ctl.get(f"{step.id}:run") or first >= n:
             return f"{step.id}.done"
         scope = state["scope"]
         shared = dict(scope) if reads is None else {k: scope[k] for k in reads if k in scope}
         items = ctl[f"{step.id}:items"]
-        n = len(items)
         # Each Send is stored in the checkpoint: it carries the item and what the body reads.
-        return [Send(item_node, {"scope": shared, "item": item, "index": i, "n": n}) for i, item in enumerate(items)]
+        return [
+            Send(item_node, {"scope": shared, "item": items[i], "index": i, "n": n})
+            for i in range(first, min(first + WAVE, n))
+        ]
 
     return route
+
+
+def fan_wave_node(step: StepSpec) -> Node:
+    """After a wave of items: move on to the next (the router sends it, or goes to `done`)."""
+
+    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
+        return {"ctl": {f"{step.id}:wave": state["ctl"].get(f"{step.id}:wave", 0) + 1}}
+
+    return node
 
 
 def fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:

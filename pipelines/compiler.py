@@ -211,9 +211,12 @@ class _Builder:
             self._ids |= sub._ids
         start = self._add(f"{step.id}.start", _loops.fan_start_node(step))
         item = self._add(f"{step.id}.item", _loops.fan_item_node(step, body_graph, self.state_vars))
+        wave = self._add(f"{step.id}.wave", _loops.fan_wave_node(step))
         done = self._add(f"{step.id}.done", _loops.fan_done_node(step))
-        self.graph.add_conditional_edges(start, _loops.fan_router(step, item), [item, done])
-        self.graph.add_edge(item, done)
+        router = _loops.fan_router(step, item)
+        self.graph.add_conditional_edges(start, router, [item, done])
+        self.graph.add_edge(item, wave)
+        self.graph.add_conditional_edges(wave, router, [item, done])
         return start, [done]
 
 
