@@ -12,16 +12,15 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
+from fixtures.run_skills import failed_run, publish, text_of
 from helpers import write_skill
 from mcp import Client, StdioServerParameters
-from mcp_types import CallToolResult, TextContent
 
 from mcp_server import create_server
 from pipelines.runs import RunStore
@@ -108,18 +107,6 @@ def skills(tmp_path: Path) -> Path:
     return root
 
 
-def publish(home: Path, text: str) -> str:
-    text = textwrap.dedent(text).strip() + "\n"
-    pid = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("id:"))
-    (home / "pipelines").mkdir(parents=True, exist_ok=True)
-    (home / "pipelines" / f"{pid}.yaml").write_text(text)
-    return pid
-
-
-def _text(result: CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
-
-
 def _lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
@@ -190,7 +177,7 @@ async def test_a_client_receives_progress_naming_each_step_and_loop_items(home: 
 
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         result = await client.call_tool(pid, {}, progress_callback=on_progress)
-    assert not result.is_error, _text(result)
+    assert not result.is_error, text_of(result)
     messages = [m for _, _, m in seen]
     assert messages == [
         "first: started",
@@ -258,7 +245,7 @@ async def test_a_failed_run_resumes_after_the_fix_without_rerunning_finished_ste
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         failed = await client.call_tool(pid, {})
     assert failed.is_error
-    text = _text(failed)
+    text = text_of(failed)
     assert "step 'check'" in text and "the gate is closed" in text
     run_id = text.split("run ", 1)[1].split()[0]
     record = RunStore(home / "state.sqlite").get(run_id)
@@ -302,8 +289,8 @@ async def test_a_failed_parallel_item_is_the_only_item_run_again_on_resume(
     )
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         failed = await client.call_tool(pid, {})
-    assert failed.is_error and "the gate is closed" in _text(failed)
-    run_id = _text(failed).split("run ", 1)[1].split()[0]
+    assert failed.is_error and "the gate is closed" in text_of(failed)
+    run_id = failed_run(failed)
     assert _lines(log) == ["item1", "item2", "item3"]
     marker.write_text("fixed")
     out = await resume(home, skills, run_id)

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from fixtures.run_skills import python_skills
+from fixtures.run_skills import failed_run, publish, python_skills, text_of
 from helpers import run_cli
 from mcp import Client
-from mcp_types import CallToolResult, TextContent
 
 from mcp_server import create_server
 from pipelines._owner import Owner
@@ -34,18 +33,6 @@ GARBAGE = b"this is not a database, it is a text file that someone saved over st
 @pytest.fixture
 def skills(tmp_path: Path) -> Path:
     return python_skills(tmp_path / "skills", "echo", "gate")
-
-
-def _text(result: CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
-
-
-def publish(home: Path, text: str) -> str:
-    text = textwrap.dedent(text)
-    (home / "pipelines").mkdir(parents=True, exist_ok=True)
-    pid = text.split("id:", 1)[1].split()[0]
-    (home / "pipelines" / f"{pid}.yaml").write_text(text)
-    return pid
 
 
 def stored_bytes(db: Path, thread: str | None = None) -> int:
@@ -91,8 +78,8 @@ async def test_checkpoints_of_a_loop_grow_linearly_and_a_1000_item_loop_stays_un
         for n in (250, 1000):
             with anyio.fail_after(120):
                 result = await client.call_tool(pid, {"n": n})
-            assert result.is_error and "closed" in _text(result)
-            run_id = _text(result).split("run ", 1)[1].split()[0]
+            assert result.is_error and "closed" in text_of(result)
+            run_id = failed_run(result)
             sizes[n] = stored_bytes(home / "state.sqlite", run_id)
     assert sizes[1000] < 5_000_000
     # linear: bytes per item stay flat (a whole-state checkpoint per step made this ratio ~4)
@@ -120,7 +107,7 @@ async def test_a_succeeded_run_leaves_no_checkpoints_and_a_failed_one_keeps_what
         marker.write_text("open")
         succeeded = await client.call_tool(pid, {})
     assert failed.is_error and not succeeded.is_error
-    failed_id = _text(failed).split("run ", 1)[1].split()[0]
+    failed_id = failed_run(failed)
     assert succeeded.structured_content is not None
     db = home / "state.sqlite"
     assert stored_bytes(db, succeeded.structured_content["run_id"]) == 0
@@ -248,7 +235,7 @@ async def test_a_garbage_state_database_is_set_aside_and_recreated_and_the_serve
     caplog.set_level(logging.ERROR, logger="pipelines")
     async with Client(create_server(home=home, skill_dirs=[skills]), mode="legacy", logging_callback=on_log) as client:
         first = await client.call_tool(pid, {})
-        assert not first.is_error, _text(first)
+        assert not first.is_error, text_of(first)
         [aside] = list(home.glob("state.sqlite.corrupt-*"))
         assert aside.read_bytes() == GARBAGE
         assert any(str(db) in m and str(aside) in m and "runs recorded before are gone" in m for m in told), told
@@ -257,7 +244,7 @@ async def test_a_garbage_state_database_is_set_aside_and_recreated_and_the_serve
 
         db.write_bytes(GARBAGE)  # damaged again while the server runs
         second = await client.call_tool(pid, {})
-        assert not second.is_error, _text(second)
+        assert not second.is_error, text_of(second)
         assert len(list(home.glob("state.sqlite.corrupt-*"))) == 2
         assert not (await client.call_tool("echo", {"still": "serving"})).is_error
     records = RunStore(db).list()

@@ -14,9 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
-from fixtures.run_skills import python_skills
+from fixtures.run_skills import failed_run, python_skills, text_of
 from mcp import Client
-from mcp_types import CallToolResult, TextContent
 
 from mcp_server import create_server
 from pipelines.runs import RunStore
@@ -33,10 +32,6 @@ def skills(tmp_path: Path) -> Path:
 def configure(home: Path, **limits: object) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.yaml").write_text(yaml.safe_dump({"runs": limits}))
-
-
-def _text(result: CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
 NESTED = """\
@@ -66,11 +61,11 @@ async def test_a_registered_nested_loop_stops_at_the_servers_step_limit_and_the_
     configure(home, max_steps=max_steps)
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         registered = await client.call_tool("register_pipeline", {"yaml": NESTED})
-        assert not registered.is_error, _text(registered)
+        assert not registered.is_error, text_of(registered)
         with anyio.fail_after(TIMEOUT):
             result = await client.call_tool("nested", {})
         assert result.is_error
-        text = _text(result)
+        text = text_of(result)
         assert what in text and "(max_steps)" in text
         assert "config.yaml" in text  # the hint says where the server's limit is set
         still = await client.call_tool("echo", {"ok": True})
@@ -87,7 +82,7 @@ async def test_a_pipeline_cannot_raise_a_server_limit_by_asking_for_more(home: P
         assert not (await client.call_tool("register_pipeline", {"yaml": greedy})).is_error
         result = await client.call_tool("nested", {})
     assert result.is_error
-    text = _text(result)
+    text = text_of(result)
     assert "1,000 items, over the limit of 10 per loop (max_loop_items)" in text and "step 'outer'" in text
 
 
@@ -109,7 +104,7 @@ async def test_a_pipeline_may_ask_for_less_and_is_refused_before_any_item_runs(
         assert not (await client.call_tool("register_pipeline", {"yaml": text})).is_error
         result = await client.call_tool("modest", {})
     assert result.is_error
-    message = _text(result)
+    message = text_of(result)
     assert "5 items, over the limit of 3 per loop (max_loop_items)" in message
     assert "the pipeline's `limits: {max_loop_items: ...}`" in message  # who set it
     assert "50,000" in message  # and what the server would allow
@@ -131,8 +126,8 @@ async def test_the_data_a_run_stores_is_bounded(home: Path, skills: Path) -> Non
         assert not (await client.call_tool("register_pipeline", {"yaml": text})).is_error
         result = await client.call_tool("hoard", {})
     assert result.is_error
-    assert "the run's data passed its limit of 20 kB (max_state_bytes)" in _text(result)
-    assert "step 'grow'" in _text(result)
+    assert "the run's data passed its limit of 20 kB (max_state_bytes)" in text_of(result)
+    assert "step 'grow'" in text_of(result)
 
 
 async def test_a_run_past_its_wall_time_is_stopped_and_names_the_running_step(home: Path, skills: Path) -> None:
@@ -150,7 +145,7 @@ async def test_a_run_past_its_wall_time_is_stopped_and_names_the_running_step(ho
         with anyio.fail_after(TIMEOUT):
             result = await client.call_tool("slow", {})
         assert result.is_error
-        assert "step 'stuck': the run did not finish within 0.5s (max_wall_time)" in _text(result)
+        assert "step 'stuck': the run did not finish within 0.5s (max_wall_time)" in text_of(result)
         assert not (await client.call_tool("echo", {})).is_error
     [record] = RunStore(home / "state.sqlite").list()
     assert record.status == "failed" and record.failed_step == "stuck"
@@ -175,11 +170,11 @@ async def test_after_raising_the_limit_the_stopped_run_resumes_and_keeps_its_cou
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         assert not (await client.call_tool("register_pipeline", {"yaml": text})).is_error
         failed = await client.call_tool("counted", {})
-        assert failed.is_error and "(max_steps)" in _text(failed)
-        run_id = _text(failed).split("run ", 1)[1].split()[0]
+        assert failed.is_error and "(max_steps)" in text_of(failed)
+        run_id = failed_run(failed)
         configure(home, max_steps=17)  # 8 iterations + 8 calls: 16 steps
         resumed = await client.call_tool("counted", {})  # a new run fits
-        assert not resumed.is_error, _text(resumed)
+        assert not resumed.is_error, text_of(resumed)
     service = create_server(home=home, skill_dirs=[skills]).pipelines  # what `orchestrator runs resume` calls
     assert service is not None
     configure(home, max_steps=12)  # the stopped run had spent 5 or so; 16 in all do not fit in 12

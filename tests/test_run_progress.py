@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures.run_skills import python_skills
+from fixtures.run_skills import failed_run, publish, python_skills, text_of
 from mcp import Client
-from mcp_types import CallToolResult, TextContent
 
 from mcp_server import create_server
 from skills import SkillContext
@@ -49,18 +48,6 @@ def skills(tmp_path: Path) -> Path:
 def env(tmp_path: Path, home: Path) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if k not in DISPLAY_VARS}
     return environ | {"ORCHESTRATOR_HOME": str(home), "HOME": str(tmp_path)}
-
-
-def publish(home: Path, text: str) -> str:
-    text = textwrap.dedent(text)
-    (home / "pipelines").mkdir(parents=True, exist_ok=True)
-    pid = text.split("id:", 1)[1].split()[0]
-    (home / "pipelines" / f"{pid}.yaml").write_text(text)
-    return pid
-
-
-def _text(result: CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
 NESTED = """\
@@ -97,7 +84,7 @@ async def test_progress_values_never_go_back_and_name_each_step_in_both_eras(
 
     async with Client(create_server(home=home, skill_dirs=[skills]), mode=mode) as client:  # type: ignore[arg-type]
         result = await client.call_tool(pid, {}, progress_callback=on_progress)
-    assert not result.is_error, _text(result)
+    assert not result.is_error, text_of(result)
     values = [done for done, _, _ in seen]
     assert values == sorted(values), values  # nested loops report inside their top-level step's share
     assert values[-1] == 4 and {total for _, total, _ in seen} == {4}
@@ -126,7 +113,7 @@ async def test_a_resumed_run_reports_progress_from_the_steps_it_had_finished(
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         failed = await client.call_tool(pid, {})
     assert failed.is_error
-    run_id = _text(failed).split("run ", 1)[1].split()[0]
+    run_id = failed_run(failed)
     marker.write_text("open")
     seen: list[tuple[float, str | None]] = []
 
