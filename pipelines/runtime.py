@@ -184,8 +184,12 @@ class RunContext:
         for attempt in range(1, attempts + 1):
             try:
                 return await self._call(step, arguments, spent)
-            except (LimitExceededError, RunLimitExceeded):  # bounds the whole run: never retried nor skipped
+            except RunLimitExceeded:  # bounds the whole run: never retried nor skipped
                 raise
+            except LimitExceededError as exc:  # a pipeline this step called spent this run's limit too
+                raise RunLimitExceeded(
+                    f"step '{step.id}': {exc.message}", limit=exc.limit, hint=exc.hint, step_id=step.id
+                ) from None
             except (SkillsError, PipelineError) as exc:
                 message = str(exc)
                 if attempt < attempts:

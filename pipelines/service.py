@@ -189,6 +189,11 @@ class PipelineService:
             with anyio.CancelScope(shield=True):
                 await self._store(functools.partial(self.store.finish, run_id, "cancelled", error="cancelled"))
             raise
+        except Exception as exc:  # why: whatever else stopped it, the history must not say `running` forever
+            error = f"stopped by an unexpected {type(exc).__name__} (the server log has the details)"
+            with anyio.CancelScope(shield=True):
+                await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
+            raise
         finally:
             self._heartbeat.remove(run_id)
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
-from fixtures.run_skills import failed_run, python_skills, text_of
+from fixtures.run_skills import failed_run, publish, python_skills, text_of
 from mcp import Client
 
 from mcp_server import create_server
@@ -188,3 +188,35 @@ async def test_after_raising_the_limit_the_stopped_run_resumes_and_keeps_its_cou
         assert db.execute("SELECT count(*) FROM checkpoints WHERE thread_id=?", (run_id,)).fetchone() == (0,)
     finally:
         db.close()
+
+
+async def test_the_steps_of_a_pipeline_called_by_a_step_count_towards_the_callers_run(home: Path, skills: Path) -> None:
+    configure(home, max_steps=20)
+    publish(
+        home,
+        """
+        id: child
+        steps:
+          - {id: a, skill: echo, parameters: {x: 1}}
+          - {id: b, skill: echo, parameters: {x: 2}}
+          - {id: c, skill: echo, parameters: {x: 3}}
+        """,
+    )
+    pid = publish(
+        home,
+        """
+        id: parent
+        steps:
+          - id: each
+            for: {items: "{{ range(10) | list }}", variable: n}
+            skill: child
+            parameters: {}
+        """,
+    )
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        result = await client.call_tool(pid, {})
+    # 10 calls of the child alone fit in 20 steps; with the child's 3 steps each they do not
+    assert result.is_error
+    assert "the run reached its limit of 20 steps (max_steps)" in text_of(result)
+    [parent] = [r for r in RunStore(home / "state.sqlite").list() if r.pipeline == "parent"]
+    assert parent.pipeline == "parent" and parent.status == "failed" and parent.failed_step == "each"
