@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._state import RunState
+from ._state import RunState, add_counts
 from .expressions import names_read
 from .spec import DEFAULT_MAX_ITERATIONS, StepSpec
 
@@ -299,10 +299,12 @@ def fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
                 result = {k: inner.get(k) for k in ids}
                 changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != scope.get(k)}
                 update = {k: v for k, v in final.items() if k in ("usage", "spent") and v}
-                update.setdefault("spent", {})
-                update["spent"] = {**update["spent"], "steps": update["spent"].get("steps", 0) + 1}
+                update["spent"] = add_counts(update.get("spent"), {"steps": 1})
         await ctx.item_done(step, None, None)
-        update["fanin"] = {step.id: {str(index): {"result": result, "state": changed}}}
+        # The item's spend rides in its fan-in entry (the done node adds them up): one write per
+        # item, not two. LangGraph re-filters a superstep's pending writes at every task's write.
+        entry = {"result": result, "state": changed, "spent": update.pop("spent", None) or {}}
+        update["fanin"] = {step.id: {str(index): entry}}
         return update
 
     return node
@@ -319,9 +321,16 @@ def fan_done_node(step: StepSpec) -> Node:
         for entry in ordered:  # in item order: the last item's assignment wins
             state_updates.update(entry["state"])
         update = ctx.finish_step(step, {**scope, **state_updates}, [e["result"] for e in ordered])
+        update["spent"] = add_counts(update.get("spent"), *(e.get("spent") for e in ordered))
         update["scope"] = {**state_updates, **update.get("scope", {})}
         update["fanin"] = {step.id: None}
         update["ctl"] = {f"{step.id}:items": None}
         return update
 
     return node
+
+
+def spent_in_flight(spec: Any, fanin: dict[str, Any]) -> dict[str, int]:
+    """What the finished items of unfinished parallel loops spent (a resumed run counts them too)."""
+    parallel = [s.id for s in spec.walk() if s.for_ is not None and s.for_.parallel]
+    return add_counts({}, *(e.get("spent") for sid in parallel for e in (fanin.get(sid) or {}).values()))

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypedDict
 
-__all__ = ["SNAPSHOT_EVERY", "RunState", "graph_state"]
+__all__ = ["SNAPSHOT_EVERY", "RunState", "add_counts", "graph_state"]
 
 SNAPSHOT_EVERY = 10**9
 """Updates of a channel between full snapshots of it: never by count. LangGraph still writes
@@ -52,12 +52,17 @@ def _merge_fanin(state: dict[str, Any], writes: Sequence[dict[str, Any] | None])
     return out
 
 
-def _add_counts(state: dict[str, Any], writes: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
-    out = dict(state)
+def add_counts(state: dict[str, Any] | None, *writes: dict[str, Any] | None) -> dict[str, Any]:
+    """Counts (`steps`, `bytes`) added up."""
+    out = dict(state or {})
     for update in writes:
         for key, value in (update or {}).items():
             out[key] = out.get(key, 0) + value
     return out
+
+
+def _add_counts(state: dict[str, Any], writes: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
+    return add_counts(state, *writes)
 
 
 def _add_usage(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:

@@ -31,7 +31,9 @@ from skills._schema import check_arguments
 from skills.contract import RunSpec, SkillContract
 from skills.models import Usage
 
+from ._loops import spent_in_flight
 from ._reporting import RunProgress
+from ._state import add_counts
 from .errors import ExpressionError, PipelineError, RunLimitExceeded, StepFailed
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
@@ -55,14 +57,6 @@ def _json_size(value: Any) -> int:
         return len(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
     except (TypeError, ValueError, RecursionError):  # not JSON (a skill's own object): count its text
         return len(str(value))
-
-
-def _add_spent(*parts: dict[str, Any] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for part in parts:
-        for key, value in (part or {}).items():
-            out[key] = out.get(key, 0) + value
-    return out
 
 
 def loop_items(step: StepSpec, scope: dict[str, Any]) -> list[Any]:
@@ -157,8 +151,7 @@ class RunContext:
             if not self.condition_holds(step, scope):
                 return self.finish_step(step, scope, None)
         spent = Usage()
-        counted: dict[str, Any] = {}
-        self.charge(step, counted, steps=1)
+        self.budget.charge(step.id, 1)  # before the call: a run at its limit calls nothing more
         try:
             arguments = render(step.parameters, scope)
         except ExpressionError as exc:
@@ -169,11 +162,12 @@ class RunContext:
             output: Any = {"error": str(failure), "step": step.id}
         else:
             output = await self._call_with_policy(step, arguments, spent)
-        self.charge(step, counted, data=output)
+        nbytes = _json_size(output)
+        self.budget.charge(step.id, 0, nbytes)
         update: dict[str, Any] = (
             {"scope": {output_key: output}} if output_key is not None else self.finish_step(step, scope, output)
         )
-        update["spent"] = _add_spent(counted.get("spent"), update.get("spent"))
+        update["spent"] = add_counts(update.get("spent"), {"steps": 1, "bytes": nbytes})
         if spent.calls or spent.total_tokens:
             update["usage"] = {step.id: spent.as_dict()}
         return update
@@ -371,7 +365,7 @@ async def run_pipeline(
             raise PipelineError(f"run {run_id} has nothing to resume", hint="start a new run")
         done = before.get("scope") or {}
         run.progress.restore(sum(1 for s in spec.steps if s.id in done))
-        budget.restore(before.get("spent") or {})
+        budget.restore(add_counts(before.get("spent"), spent_in_flight(spec, before.get("fanin") or {})))
     else:
         scope = dict(inputs or {})
         scope["inputs"] = dict(inputs or {})

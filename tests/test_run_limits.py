@@ -7,6 +7,7 @@ answers another call.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import textwrap
 from pathlib import Path
@@ -18,6 +19,7 @@ from fixtures.run_skills import failed_run, publish, python_skills, text_of
 from mcp import Client
 
 from mcp_server import create_server
+from pipelines.limits import DEFAULT_LIMITS, ServerLimits
 from pipelines.runs import RunStore
 from skills import LimitExceededError, SkillContext
 
@@ -220,3 +222,27 @@ async def test_the_steps_of_a_pipeline_called_by_a_step_count_towards_the_caller
     assert "the run reached its limit of 20 steps (max_steps)" in text_of(result)
     [parent] = [r for r in RunStore(home / "state.sqlite").list() if r.pipeline == "parent"]
     assert parent.pipeline == "parent" and parent.status == "failed" and parent.failed_step == "each"
+
+
+def test_the_readme_config_shows_the_default_limits_and_parses(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    label = "`~/.orchestrator/config.yaml` (these are the defaults; a file without a key keeps its default):"
+    match = re.search(re.escape(label) + r"\s*\n+```yaml\n(.*?)```", readme, re.S)
+    assert match, "README has no config.yaml block"
+    config = tmp_path / "config.yaml"
+    config.write_text(match.group(1))
+    assert ServerLimits(config).current() == DEFAULT_LIMITS
+    config.write_text("runs:\n  max_steps: 10\n  max_state_bytes: 2kB\n")
+    expected = DEFAULT_LIMITS.model_copy(update={"max_steps": 10, "max_state_bytes": 2000})
+    assert ServerLimits(config).current() == expected
+
+
+def test_a_broken_config_is_logged_with_the_file_and_key_and_the_defaults_apply(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("runs:\n  max_stepz: 10\n  max_wall_time: soon\n")
+    assert ServerLimits(config).current() == DEFAULT_LIMITS
+    [record] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert str(config) in record.getMessage()
+    assert "runs.max_stepz" in record.getMessage() and "runs.max_wall_time" in record.getMessage()
