@@ -7,8 +7,10 @@ answers another call.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import sys
 import textwrap
 from pathlib import Path
 
@@ -16,7 +18,8 @@ import anyio
 import pytest
 import yaml
 from fixtures.run_skills import failed_run, publish, python_skills, text_of
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult
 
 from mcp_server import create_server
 from pipelines.limits import DEFAULT_LIMITS, ServerLimits
@@ -50,17 +53,11 @@ steps:
 """
 
 
-@pytest.mark.parametrize(
-    ("max_steps", "what"),
-    [
-        (300, "stopped at step 'outer': 1,000 items, but only 300 of the run's 300 steps are left"),  # up front
-        (1500, "the run reached its limit of 1,500 steps"),  # while the items run (4 at a time)
-    ],
-)
-async def test_a_registered_nested_loop_stops_at_the_servers_step_limit_and_the_server_keeps_serving(
-    home: Path, skills: Path, max_steps: int, what: str
+async def test_a_registered_nested_loop_is_refused_up_front_when_its_items_cannot_fit_the_step_limit(
+    home: Path, skills: Path
 ) -> None:
-    configure(home, max_steps=max_steps)
+    configure(home, max_steps=300)
+    what = "stopped at step 'outer': 1,000 items, but only 300 of the run's 300 steps are left"
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         registered = await client.call_tool("register_pipeline", {"yaml": NESTED})
         assert not registered.is_error, text_of(registered)
@@ -73,7 +70,7 @@ async def test_a_registered_nested_loop_stops_at_the_servers_step_limit_and_the_
         still = await client.call_tool("echo", {"ok": True})
         assert not still.is_error and still.structured_content == {"ok": True}
     [record] = RunStore(home / "state.sqlite").list()
-    assert record.status == "failed" and record.failed_step in ("outer", "inner")
+    assert record.status == "failed" and record.failed_step == "outer"
     assert record.error is not None and "(max_steps)" in record.error
 
 
@@ -246,3 +243,54 @@ def test_a_broken_config_is_logged_with_the_file_and_key_and_the_defaults_apply(
     [record] = [r for r in caplog.records if r.levelname == "ERROR"]
     assert str(config) in record.getMessage()
     assert "runs.max_stepz" in record.getMessage() and "runs.max_wall_time" in record.getMessage()
+
+
+async def test_another_client_is_served_while_a_registered_nested_loop_runs_into_its_limit(
+    home: Path, skills: Path
+) -> None:
+    configure(home, max_steps=1200)
+    server = create_server(home=home, skill_dirs=[skills])
+    running = anyio.Event()
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        if message and message.startswith("inner: ") and not message.startswith("inner: 0/"):
+            running.set()
+
+    outcome: list[CallToolResult] = []
+    with anyio.fail_after(TIMEOUT):
+        async with Client(server) as attacker, Client(server) as other, anyio.create_task_group() as tg:
+            assert not (await attacker.call_tool("register_pipeline", {"yaml": NESTED})).is_error
+
+            async def attack() -> None:
+                try:
+                    outcome.append(await attacker.call_tool("nested", {}, progress_callback=on_progress))
+                finally:
+                    running.set()
+
+            tg.start_soon(attack)
+            await running.wait()  # inner items are finishing: the loop is under way
+            during = await other.call_tool("echo", {"during": True})
+            assert not during.is_error and during.structured_content == {"during": True}
+            assert not outcome  # it was answered while the loop ran
+    [result] = outcome
+    # reached while the calls ran, or refused at an item whose inner loop no longer fits
+    assert result.is_error and "(max_steps)" in text_of(result) and "1,200 steps" in text_of(result)
+    async with Client(server) as after:
+        assert (await after.call_tool("echo", {"after": True})).structured_content == {"after": True}
+
+
+async def test_over_stdio_the_limit_error_reaches_the_client_and_the_server_keeps_serving(
+    home: Path, skills: Path
+) -> None:
+    configure(home, max_steps=300)
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "orchestrator"),
+        args=["serve", "--home", str(home), "--skills", str(skills)],
+        env={**os.environ, "ORCHESTRATOR_HOME": str(home)},
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params, mode="legacy") as client:
+            assert not (await client.call_tool("register_pipeline", {"yaml": NESTED})).is_error
+            result = await client.call_tool("nested", {})
+            assert result.is_error and "(max_steps)" in text_of(result) and "config.yaml" in text_of(result)
+            assert (await client.call_tool("echo", {"still": 1})).structured_content == {"still": 1}
