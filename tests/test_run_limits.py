@@ -294,3 +294,14 @@ async def test_over_stdio_the_limit_error_reaches_the_client_and_the_server_keep
             result = await client.call_tool("nested", {})
             assert result.is_error and "(max_steps)" in text_of(result) and "config.yaml" in text_of(result)
             assert (await client.call_tool("echo", {"still": 1})).structured_content == {"still": 1}
+
+
+async def test_a_pipelines_limits_are_checked_with_line_column_and_did_you_mean(home: Path, skills: Path) -> None:
+    text = "id: lim\nlimits: {max_stepz: 3, max_state_bytes: lots}\nsteps:\n  - {id: a, skill: echo, parameters: {}}\n"
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        result = await client.call_tool("validate_pipeline", {"yaml": text})
+    data = result.structured_content
+    assert data is not None and data["valid"] is False
+    by_place = {(i["line"], i["col"]): i for i in data["issues"]}
+    assert "did you mean 'max_steps'?" in by_place[(2, 10)]["hint"]
+    assert "'lots' is not a size" in by_place[(2, 41)]["message"]
