@@ -15,7 +15,6 @@ an agent over its allow-list.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -32,6 +31,7 @@ from skills.contract import RunSpec, SkillContract
 from skills.models import Usage
 
 from ._loops import spent_in_flight
+from ._outcomes import json_size, outputs_of, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
 from .errors import ExpressionError, PipelineError, RunLimitExceeded, StepFailed
@@ -49,14 +49,6 @@ log = logging.getLogger("pipelines.run")
 
 RECURSION_LIMIT = 10_000_000  # loops carry their own guards (max_iterations, item counts)
 _NOTHING: Any = object()
-
-
-def _json_size(value: Any) -> int:
-    """Bytes of `value` as JSON: what a limit on a run's data counts."""
-    try:
-        return len(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
-    except (TypeError, ValueError, RecursionError):  # not JSON (a skill's own object): count its text
-        return len(str(value))
 
 
 def loop_items(step: StepSpec, scope: dict[str, Any]) -> list[Any]:
@@ -127,7 +119,7 @@ class RunContext:
     # -- limits ----------------------------------------------------------------------------------
     def charge(self, step: StepSpec, update: dict[str, Any], *, steps: int = 0, data: Any = _NOTHING) -> None:
         """Count work against the run's limits, and add it to `update` so checkpoints keep the count."""
-        nbytes = 0 if data is _NOTHING else _json_size(data)
+        nbytes = 0 if data is _NOTHING else json_size(data)
         self.budget.charge(step.id, steps, nbytes)
         spent = dict(update.get("spent") or {})
         if steps:
@@ -162,7 +154,7 @@ class RunContext:
             output: Any = {"error": str(failure), "step": step.id}
         else:
             output = await self._call_with_policy(step, arguments, spent)
-        nbytes = _json_size(output)
+        nbytes = json_size(output)
         self.budget.charge(step.id, 0, nbytes)
         update: dict[str, Any] = (
             {"scope": {output_key: output}} if output_key is not None else self.finish_step(step, scope, output)
@@ -375,7 +367,7 @@ async def run_pipeline(
             raise PipelineError(f"state: {exc.message}", hint=exc.hint) from None
         for name, value in initial.items():
             scope.setdefault(name, value)
-        payload = {"scope": scope, "ctl": {}, "fanin": {}, "spent": {"bytes": _json_size(inputs or {})}}
+        payload = {"scope": scope, "ctl": {}, "fanin": {}, "spent": {"bytes": json_size(inputs or {})}}
     # "sync": a step's checkpoint is committed before the next step starts, so a process killed
     # at any moment never loses a finished step (LangGraph's default writes it in the background).
     durability = "sync" if checkpointer is not None else None
@@ -389,7 +381,7 @@ async def run_pipeline(
                 await run.flush()
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await _settle(checkpointer)
+                await settle(checkpointer)
             raise
     if clock.cancelled_caught:
         where = ", ".join(run.running) or spec.steps[min(run.progress.done, len(spec.steps) - 1)].id
@@ -410,56 +402,3 @@ async def run_pipeline(
             f"${usage['cost_usd']:.4f}",
         )
     return {**result, "run_id": run_id}
-
-
-def usage_of(steps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's usage: totals over its steps, and the steps that called a model (None: none did)."""
-    if not steps:
-        return None
-    total = Usage()
-    for tally in steps.values():
-        total.add(
-            Usage(
-                input_tokens=int(tally.get("input_tokens", 0)),
-                output_tokens=int(tally.get("output_tokens", 0)),
-                cost_usd=float(tally.get("cost_usd", 0.0)),
-                calls=int(tally.get("calls", 0)),
-            )
-        )
-    per_step = {
-        step: {**tally, "cost_usd": round(float(tally.get("cost_usd", 0.0)), 6)} for step, tally in steps.items()
-    }
-    return {**total.as_dict(), "steps": per_step}
-
-
-async def _settle(checkpointer: Any) -> None:
-    """Commit what the checkpointer was writing when a failure or a cancel stopped the run.
-
-    When one task of a step fails, LangGraph cancels the step's other work, and can cancel the
-    SQLite saver between its INSERT of a finished task's writes and the COMMIT: the connection is
-    left inside a transaction that holds the database's write lock (the run history then waits
-    on it and fails with "database is locked") and the finished task's writes are lost. Writes
-    are complete statements, so committing them is safe, and it keeps those tasks finished.
-    """
-    conn = getattr(checkpointer, "conn", None)
-    lock = getattr(checkpointer, "lock", None)
-    if conn is None or lock is None or not hasattr(conn, "commit"):
-        return
-    import sqlite3
-
-    try:
-        async with lock:  # the saver's own lock: never between another run's INSERT and COMMIT
-            await conn.commit()
-    except sqlite3.Error as exc:  # the run's own error is the one to report
-        log.warning("could not commit the checkpoints of a stopped run: %s", exc)
-
-
-def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:
-    """The pipeline's result: its `outputs` rendered, or every top-level step's output."""
-    if spec.outputs is None:
-        return {s.id: scope.get(s.id) for s in spec.steps}
-    try:
-        rendered = render(spec.outputs, scope)
-    except ExpressionError as exc:
-        raise PipelineError(f"outputs: {exc.message}", hint=exc.hint) from None
-    return dict(rendered)
