@@ -12,6 +12,9 @@ went wrong while a run was under way.
     │   └── RunLimitExceeded       the run hit one of its limits (names the limit and the step)
     └── RunCancelled               the run was cancelled by the client or the user
 
+`RunLimitError` is how a `RunLimitExceeded` reaches a caller: a `skills.SkillRunError` (so every
+caller of a skill handles it) whose envelope type is `limit_exceeded` and which names the limit.
+
 `Issue` is not an exception: it is one problem found by the verifier, rendered as
 `file:line:col: severity: message (hint: ...)`.
 """
@@ -21,11 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from skills.errors import ErrorType, SkillRunError
+
 __all__ = [
     "ExpressionError",
     "Issue",
     "PipelineError",
     "RunCancelled",
+    "RunLimitError",
     "RunLimitExceeded",
     "StepFailed",
     "VerificationError",
@@ -115,4 +121,14 @@ class RunLimitExceeded(StepFailed):
 
     def __init__(self, message: str, *, limit: str, hint: str = "", step_id: str = "") -> None:
         super().__init__(message, hint=hint, step_id=step_id)
+        self.limit = limit
+
+
+class RunLimitError(SkillRunError):
+    """A run stopped at one of its limits, as its caller sees it (envelope type `limit_exceeded`)."""
+
+    error_type: ErrorType = "limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str, hint: str = "", where: str = "") -> None:
+        super().__init__(message, hint=hint, where=where)
         self.limit = limit

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from skills import Catalog, LimitExceededError, SkillContext, SkillsError
+from skills import Catalog, SkillContext, SkillsError
 from skills._schema import check_arguments
 from skills.contract import RunSpec, SkillContract
 from skills.models import Usage
@@ -34,7 +34,7 @@ from ._loops import spent_in_flight
 from ._outcomes import json_size, outputs_of, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
-from .errors import ExpressionError, PipelineError, RunLimitExceeded, StepFailed
+from .errors import ExpressionError, PipelineError, RunLimitError, RunLimitExceeded, StepFailed
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
 from .spec import PipelineSpec, StepSpec
@@ -172,7 +172,7 @@ class RunContext:
                 return await self._call(step, arguments, spent)
             except RunLimitExceeded:  # bounds the whole run: never retried nor skipped
                 raise
-            except LimitExceededError as exc:  # a pipeline this step called spent this run's limit too
+            except RunLimitError as exc:  # a pipeline this step called spent this run's limit too
                 raise RunLimitExceeded(
                     f"step '{step.id}': {exc.message}", limit=exc.limit, hint=exc.hint, step_id=step.id
                 ) from None

@@ -176,7 +176,7 @@ class PipelineService:
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
             await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
-            raise describe_failure(exc, run_id) from None
+            raise describe_failure(exc, run_id, skill) from None
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
                 raise

@@ -18,13 +18,15 @@ import anyio
 import pytest
 import yaml
 from fixtures.run_skills import failed_run, publish, python_skills, text_of
+from helpers import envelope
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
 from mcp_server import create_server
+from pipelines.errors import RunLimitError
 from pipelines.limits import DEFAULT_LIMITS, ServerLimits
 from pipelines.runs import RunStore
-from skills import LimitExceededError, SkillContext
+from skills import SkillContext
 
 TIMEOUT = 60
 
@@ -66,7 +68,9 @@ async def test_a_registered_nested_loop_is_refused_up_front_when_its_items_canno
         assert result.is_error
         text = text_of(result)
         assert what in text and "(max_steps)" in text
-        assert "config.yaml" in text  # the hint says where the server's limit is set
+        error = envelope(result)
+        assert error["type"] == "limit_exceeded" and error["where"].startswith("step 'outer'")
+        assert "config.yaml" in error["hint"]  # where the server's limit is set
         still = await client.call_tool("echo", {"ok": True})
         assert not still.is_error and still.structured_content == {"ok": True}
     [record] = RunStore(home / "state.sqlite").list()
@@ -177,8 +181,9 @@ async def test_after_raising_the_limit_the_stopped_run_resumes_and_keeps_its_cou
     service = create_server(home=home, skill_dirs=[skills]).pipelines  # what `orchestrator runs resume` calls
     assert service is not None
     configure(home, max_steps=12)  # the stopped run had spent 5 or so; 16 in all do not fit in 12
-    with pytest.raises(LimitExceededError, match=r"max_steps"):
+    with pytest.raises(RunLimitError, match=r"max_steps") as refused:
         await service.resume(run_id, SkillContext())
+    assert refused.value.error_type == "limit_exceeded" and refused.value.limit == "max_steps"
     configure(home, max_steps=16)
     out = await service.resume(run_id, SkillContext())
     assert out["ns"] == [1, 2, 3, 4, 5, 6, 7, 8]
