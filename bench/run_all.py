@@ -17,16 +17,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = (
-    "spawn",
-    "tools_list",
-    "call",
-    "lookup",
-    "pipeline_step",
-    "fanout",
-    "checkpoints",
-    "pipeline_compile",
-    "upstream",
-)
+    "spawn", "tools_list", "call", "lookup", "pipeline_step", "fanout", "checkpoints", "pipeline_compile", "upstream",
+    "confine",
+)  # fmt: skip
 
 
 def run(name: str) -> tuple[list[str], float, int]:

@@ -81,7 +81,15 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     servers = getattr(args, "servers", None)
     if servers and not Path(servers).expanduser().is_file():
         raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
-    return create_server(home=home(args), skill_dirs=getattr(args, "skills", []), watch=watch, servers=servers)
+    from ._allow import allowed_dirs
+
+    return create_server(
+        home=home(args),
+        skill_dirs=getattr(args, "skills", []),
+        watch=watch,
+        servers=servers,
+        allow_dirs=allowed_dirs(args),
+    )
 
 
 def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:

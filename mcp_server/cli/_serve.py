@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, log, server
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         default=None,
         help="bearer token every HTTP request must carry (default: $ORCHESTRATOR_TOKEN)",
     )
+    add_allow_dir(serve)
     serve.set_defaults(handler=_cmd_serve)
 
 
@@ -61,6 +63,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "add --transport http, or drop them for stdio",
         )
     orchestrator = server(args, watch=True)
+    import threading
+
+    # Say how skills' subprocesses will be confined; the bwrap probe runs beside start-up.
+    threading.Thread(target=orchestrator.access.report, name="isolation-probe", daemon=True).start()
     import anyio
 
     from ..transports import serve_http, serve_stdio
