@@ -32,6 +32,9 @@ __all__ = ["PipelineService"]
 
 log = logging.getLogger("pipelines.service")
 
+RUN_IDS_KEY = "run_ids"
+"""`ctx.extras` list (when the caller put one there) to which each run started under it adds its id."""
+
 
 class PipelineService:
     """Pipelines of one home, attached to one Catalog."""
@@ -123,6 +126,9 @@ class PipelineService:
     ) -> dict[str, Any]:
         """Run a pipeline under a new run id; failures say how to resume."""
         run_id = run_id or new_run_id()
+        started = ctx.extras.get(RUN_IDS_KEY)
+        if isinstance(started, list):  # the caller keeps the run ids (to resume a parked call's run)
+            started.append(run_id)
         artifacts = self.artifact_dir(skill.name, run_id)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self._drive(skill, inputs, ctx, run_id, resume=False)
