@@ -13,16 +13,19 @@ from typing import Any
 
 import anyio
 import pytest
+import test_rounds_continue as rounds
 from _tasks_client import TasksExtension, cancel, drive, get, listing, result, start, start_core
 from fixtures.model_client import ClientModel, final, tool_use
 from helpers import run_cli
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from test_rounds_continue import STORY, _marks, _pipeline, _teller, skills  # noqa: F401  (skills: a fixture)
+from test_rounds_continue import STORY, _marks, _pipeline, _teller
 
 from mcp_server import create_server
 from pipelines.runs import RunStore
 from skills import Home
+
+skills = rounds.skills  # the fixture: the `mark` tool and the `counter` agent
 
 LONG = """
 id: long
@@ -62,6 +65,13 @@ async def test_a_pipeline_runs_as_a_task_polled_to_completion_with_progress(
     assert any("/" in m for m in messages), messages  # progress (done/total) while it works
     run_id = done.result["structuredContent"]["run_id"]
     assert RunStore(Home(home).state_db).get(run_id).status == "succeeded"  # type: ignore[union-attr]
+    env = {"ORCHESTRATOR_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    listed = run_cli("runs", "list", "--json", env=env, cwd=tmp_path).json()
+    (task,) = [t for t in listed["tasks"] if t["task_id"] == created.task_id]  # type: ignore[index]
+    assert task["status"] == "completed" and task["tool"] == "long" and task["run_id"] == run_id
+    assert task["started"] and task["progress"] is not None and task["client"]
+    text = run_cli("runs", "list", env=env, cwd=tmp_path).out
+    assert created.task_id[:12] in text and "completed" in text
 
 
 async def test_a_client_without_the_extension_gets_the_result_directly(
