@@ -38,6 +38,13 @@ async def still_answers(client: Client) -> None:
     assert listed.tools
 
 
+async def poll_until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    """Wait for a condition that no event reports (a process ending, a file a skill writes)."""
+    with anyio.fail_after(within):
+        while not condition():
+            await anyio.sleep(0.02)  # polling: the kernel and other processes send us no event
+
+
 async def answered_while(attack: Callable[[], Awaitable[Any]], bystander: Client, *, answers: int = 20) -> Any:
     """Run `attack`; require `answers` answers to the bystander before the attack's own answer.
 
