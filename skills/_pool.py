@@ -189,7 +189,7 @@ async def call_in_worker(request: dict[str, Any], ctx: Any, timeout: float) -> A
     """Run one call in a worker; its replies of progress and log go to `ctx` as they come.
 
     Raises `TimeoutError` after `timeout` seconds (the worker is killed), `WorkerDied`, or
-    returns `("result", value, artifact_dir)` / `("error", class_name, message, hint)`.
+    returns `("result", value, artifact_dir)` / `("error", class_name, message, hint, traceback)`.
     """
     skill = request["skill"]
     worker = await _acquire(skill)

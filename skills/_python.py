@@ -190,7 +190,9 @@ async def run_python(
         if reply[2] is not None and ctx.artifact_dir is None:
             ctx.artifact_dir = Path(reply[2])
         return reply[1]
-    _, kind, message, hint = reply
+    _, kind, message, hint, trace = reply
+    if trace:  # logged here, by the server's logging (the CLI keeps it quiet), never sent to the client
+        log.error("skill %s raised:\n%s", skill, trace.rstrip())
     error = getattr(errors, kind, None)
     if not (isinstance(error, type) and issubclass(error, SkillRunError)):
         error = SkillRunError

@@ -11,7 +11,7 @@ Frames, each `!I` length then a pickle:
     request  {"root", "target", "skill", "arguments", "ctx", "cwd", "env"}
     replies  ("ready",) once, when the interpreter is up and before the first request is read;
              ("progress", done, total, message) | ("log", level, message)      any number, then
-             ("result", value, artifact_dir) | ("error", class_name, message, hint)   exactly one
+             ("result", value, artifact_dir) | ("error", class_name, message, hint, traceback)  one
 
 The protocol uses copies of the original stdin/stdout; file descriptors 0 and 1 are pointed at
 /dev/null and stderr, so a skill's `print()` lands in the server's log, never in a frame.
@@ -53,11 +53,11 @@ def _write(fd: int, message: Any) -> None:
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError) as exc:
         kind = type(message[1]).__name__ if message[0] == "result" else "message"
         payload = pickle.dumps(
-            ("error", "OutputError", f"the result (a {kind}) is not plain data: {exc}", "return JSON-like data")
+            ("error", "OutputError", f"the result (a {kind}) is not plain data: {exc}", "return JSON-like data", None)
         )
     if len(payload) > MAX_FRAME:
         payload = pickle.dumps(
-            ("error", "OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data")
+            ("error", "OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data", None)
         )
     view = memoryview(_HEADER.pack(len(payload)) + payload)
     while view:
@@ -139,10 +139,10 @@ def _serve_one(request: dict[str, Any], out: int) -> None:
             kwargs["ctx"] = ctx = _context(request, out)
         value = asyncio.run(entry.fn(**kwargs)) if entry.is_async else entry.fn(**kwargs)
     except SkillsError as exc:
-        _write(out, ("error", type(exc).__name__, exc.message, exc.hint))
+        _write(out, ("error", type(exc).__name__, exc.message, exc.hint, None))
     except BaseException as exc:  # the skill's own failure, whatever it is (SystemExit too): reported, not fatal
-        traceback.print_exc(file=sys.stderr)
-        _write(out, ("error", "failure", f"{type(exc).__name__}: {exc}", "see the server log for the traceback"))
+        message = f"{type(exc).__name__}: {exc}"
+        _write(out, ("error", "failure", message, "see the server log for the traceback", traceback.format_exc()))
     else:
         artifact_dir = ctx.artifact_dir if ctx is not None else None
         _write(out, ("result", value, str(artifact_dir) if artifact_dir is not None else None))
