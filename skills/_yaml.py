@@ -68,13 +68,25 @@ class _Loader(_Base):  # type: ignore[misc,valid-type]
 
     PyYAML's constructors raise a bare `ValueError` for a 5,000-digit integer (Python's
     int-from-text limit) or a date such as 2001-13-45; here that is a YAML error at the value.
+    Only those two constructors are wrapped: every other value costs what it cost before.
     """
 
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+
+def _positioned(construct: Any) -> Any:
+    def wrapped(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
         try:
-            return super().construct_object(node, deep)
+            return construct(loader, node)
         except (ValueError, OverflowError) as exc:
             raise ConstructorError(None, None, f"cannot read this value: {exc}", node.start_mark) from None
+
+    return wrapped
+
+
+for _tag, _construct in (
+    ("tag:yaml.org,2002:int", yaml.SafeLoader.construct_yaml_int),
+    ("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_timestamp),
+):
+    _Loader.add_constructor(_tag, _positioned(_construct))
 
 
 def read_bounded(path: Path) -> str:
