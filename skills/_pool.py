@@ -7,9 +7,10 @@ with everything it started (its own process group): the work stops, nothing runs
 
 Bounds, so that one client or one skill cannot starve the rest: at most `MAX_WORKERS` workers,
 at most `MAX_PER_SKILL` of them busy with the same skill (further calls of it wait their turn),
-and at most one worker starting at a time (a burst of tiny calls is served by the workers that
-exist instead of starting a process each). The pool holds plain processes and file
-descriptors, not event-loop objects, so servers on different event loops may share it.
+and one worker starting at a time (a burst of tiny calls is served by the workers that exist
+instead of starting a process each) unless the skill asking has none. The pool holds plain
+processes and file descriptors, not event-loop objects, so servers on different event loops
+may share it.
 """
 
 from __future__ import annotations
@@ -163,7 +164,9 @@ async def _acquire(skill: str) -> _Worker:
                     return worker
                 _live.discard(worker)
                 worker.close()
-            if len(_live) < MAX_WORKERS and not any(w.starting for w in _live):
+            # One start at a time, except for a skill that has no worker yet: it is not kept
+            # waiting behind another skill's burst.
+            if len(_live) < MAX_WORKERS and (not _busy[skill] or not any(w.starting for w in _live)):
                 worker = _Worker()
                 _live.add(worker)
                 _busy[skill] += 1

@@ -169,7 +169,7 @@ async def run_python(
             "skill": ctx.skill,
             "run_id": ctx.run_id,
             "artifact_dir": str(ctx.artifact_dir) if ctx.artifact_dir is not None else None,
-            "limits": dict(ctx.limits),
+            "limits": {k: v for k, v in ctx.limits.items() if _plain(v)},
             "extras": {k: v for k, v in ctx.extras.items() if _plain(v)},
         },
         "cwd": os.getcwd(),

@@ -19,6 +19,7 @@ from helpers import write_skill
 from mcp import Client
 
 from mcp_server import create_server
+from skills._pool import MAX_PER_SKILL
 
 CONTRACT: dict[str, Any] = {"inputs": {"type": "object", "properties": {"pidfile": {"type": "string"}}}, "timeout": 2}
 
@@ -45,6 +46,11 @@ SKILLS = {
         "    open(pidfile, 'w').write(str(child.pid))\n"
         "    while True:\n        pass\n"
     ),
+    "spin-long": (
+        "import os, time\ndef main(pidfile):\n"
+        "    open(f'{pidfile}.{os.getpid()}', 'w').write('')\n"
+        "    while True:\n        pass\n"
+    ),
     "noisy": "def main(pidfile=None):\n    print('chatter on stdout')\n    return {'ok': True}\n",
     "where": (
         "import os\ndef main(pidfile=None):\n"
@@ -57,7 +63,8 @@ SKILLS = {
 def skills(tmp_path: Path) -> Path:
     root = tmp_path / "skills"
     for name, impl in SKILLS.items():
-        write_skill(root, name, contract={**CONTRACT, "run": {"python": "impl:main"}}, impl=impl)
+        timeout = 60 if name == "spin-long" else CONTRACT["timeout"]
+        write_skill(root, name, contract={**CONTRACT, "timeout": timeout, "run": {"python": "impl:main"}}, impl=impl)
     return root
 
 
@@ -165,3 +172,25 @@ async def test_a_worker_sees_the_servers_current_directory_and_environment(
         monkeypatch.chdir(tmp_path)
         seen = (await client.call_tool("where", {})).structured_content
         assert seen == {"cwd": str(tmp_path), "value": "changed"}
+
+
+async def test_one_skill_cannot_take_every_worker_and_others_are_served_meanwhile(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    started = lambda: list(marks.iterdir())  # noqa: E731 - one file per worker that started a spin
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_PER_SKILL + 2):
+                tg.start_soon(client.call_tool, "spin-long", {"pidfile": str(marks / "spin")})
+            await poll_until(lambda: len(started()) >= 1, 60)
+            with anyio.fail_after(60):  # another skill gets a worker of its own at once
+                assert (await client.call_tool("noisy", {})).structured_content == {"ok": True}
+            await poll_until(lambda: len(started()) >= MAX_PER_SKILL, 60)
+            assert (await client.call_tool("noisy", {})).structured_content == {"ok": True}
+            assert len(started()) == MAX_PER_SKILL  # the last two calls wait for a worker of their own
+            tg.cancel_scope.cancel()  # cancelling the calls kills their workers
+        pids = [int(p.name.rsplit(".", 1)[1]) for p in started()]
+        for pid in pids:
+            await _wait_gone(pid)
