@@ -140,52 +140,78 @@ _live: set[_Worker] = set()
 _idle: list[_Worker] = []
 _busy: Counter[str] = Counter()
 _dying: list[subprocess.Popen[bytes]] = []
-_waiters: list[anyio.Event] = []
+_waiters: list[tuple[str, anyio.Event]] = []
+"""Calls waiting for a worker, first come first served; each release wakes one that can proceed."""
 
 
 def _reap() -> None:
     _dying[:] = [proc for proc in _dying if proc.poll() is None]
 
 
-def _wake() -> None:
-    for event in _waiters:
-        event.set()
-    _waiters.clear()
+def _wake_one() -> None:
+    """Wake the first waiting call whose skill is under its cap (waking all of them made a
+    burst of 1,000 calls cost a million wake-ups)."""
+    for index, (skill, event) in enumerate(_waiters):
+        if _busy[skill] < MAX_PER_SKILL:
+            del _waiters[index]
+            event.set()
+            return
+
+
+def _take(skill: str) -> _Worker | None:
+    if _busy[skill] >= MAX_PER_SKILL:
+        return None
+    while _idle:
+        worker = _idle.pop()
+        if worker.alive():
+            _busy[skill] += 1
+            if not _idle and len(_live) < MAX_WORKERS and not any(w.starting for w in _live):
+                _idle.append(_start())  # a spare, starting in the background for the next call
+            return worker
+        _live.discard(worker)
+        worker.close()
+    # One start at a time, except for a skill that has no worker yet: it is not kept waiting
+    # behind another skill's burst.
+    if len(_live) < MAX_WORKERS and (not _busy[skill] or not any(w.starting for w in _live)):
+        _busy[skill] += 1
+        return _start()
+    return None
+
+
+def _start() -> _Worker:
+    worker = _Worker()
+    _live.add(worker)
+    return worker
 
 
 async def _acquire(skill: str) -> _Worker:
     while True:
         _reap()
-        if _busy[skill] < MAX_PER_SKILL:
-            while _idle:
-                worker = _idle.pop()
-                if worker.alive():
-                    _busy[skill] += 1
-                    return worker
-                _live.discard(worker)
-                worker.close()
-            # One start at a time, except for a skill that has no worker yet: it is not kept
-            # waiting behind another skill's burst.
-            if len(_live) < MAX_WORKERS and (not _busy[skill] or not any(w.starting for w in _live)):
-                worker = _Worker()
-                _live.add(worker)
-                _busy[skill] += 1
-                return worker
-        event = anyio.Event()
-        _waiters.append(event)
-        await event.wait()
+        worker = _take(skill)
+        if worker is not None:
+            return worker
+        entry = (skill, anyio.Event())
+        _waiters.append(entry)
+        try:
+            await entry[1].wait()
+        except BaseException:  # cancelled while waiting: leave the queue, pass on a wake-up it got
+            if entry in _waiters:
+                _waiters.remove(entry)
+            else:
+                _wake_one()
+            raise
 
 
 def _release(worker: _Worker, skill: str, reusable: bool) -> None:
     _busy[skill] -= 1
     if not _busy[skill]:
         del _busy[skill]
-    if reusable and len(_idle) < MAX_IDLE:
+    if reusable and (len(_idle) < MAX_IDLE or _waiters):
         _idle.append(worker)
     else:
         _live.discard(worker)
         (worker.close if reusable else worker.kill)()
-    _wake()
+    _wake_one()
 
 
 async def call_in_worker(request: dict[str, Any], ctx: Any, timeout: float) -> Any:
@@ -207,7 +233,7 @@ async def call_in_worker(request: dict[str, Any], ctx: Any, timeout: float) -> A
                 reply = await worker.receive()
                 if reply[0] == "ready":
                     worker.starting = False
-                    _wake()  # another worker may start now
+                    _wake_one()  # another worker may start now
                 elif reply[0] == "progress":
                     await ctx.progress(*reply[1:])
                 elif reply[0] == "log":
