@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from skills._schema import ANY_JSON, typed
 from skills.contract import AgentSpec
 
 __all__ = [
@@ -273,15 +274,16 @@ class PipelineSpec(_Model):
     def input_schema(self) -> dict[str, Any]:
         props = self.all_inputs()
         required = [n for n, p in props.items() if "default" not in p and p.get("required", True) is not False]
-        clean = {n: {k: v for k, v in p.items() if k != "required"} for n, p in props.items()}
+        clean = {n: _typed_input({k: v for k, v in p.items() if k != "required"}) for n, p in props.items()}
         schema: dict[str, Any] = {"type": "object", "properties": clean, "additionalProperties": False}
         if required:
             schema["required"] = required
         return schema
 
     def output_schema(self) -> dict[str, Any]:
+        """The tool's output schema; outputs are any JSON here (`PipelineSkill` infers their types)."""
         names = list(self.outputs) if self.outputs is not None else [s.id for s in self.steps]
-        props: dict[str, Any] = {n: {} for n in names}
+        props: dict[str, Any] = {n: dict(ANY_JSON) for n in names}
         props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
         props["usage"] = USAGE_SCHEMA
         return {"type": "object", "properties": props, "required": ["run_id"]}
@@ -310,6 +312,14 @@ USAGE_SCHEMA: dict[str, Any] = {
         "steps": {"type": "object", "additionalProperties": {"type": "object", "properties": _TALLY}},
     },
 }
+
+
+def _typed_input(prop: dict[str, Any]) -> dict[str, Any]:
+    """An input property as published: one without any type accepts any JSON value, spelled
+    with types (`ANY_JSON`) for clients that require a type on every property."""
+    if typed(prop) or "anyOf" in prop or "oneOf" in prop or "$ref" in prop:
+        return prop
+    return {**prop, "anyOf": ANY_JSON["anyOf"]}
 
 
 def _property_of(default: Any) -> dict[str, Any]:

@@ -39,7 +39,7 @@ INSTRUCTIONS_OUTPUT: dict[str, Any] = {
     "type": "object",
     "properties": {
         "skill": {"type": "string"},
-        "task": {"type": ["string", "null"]},
+        "task": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "The task given, or null."},
         "instructions": {"type": "string", "description": "The SKILL.md body to follow."},
         "files": {
             "type": "array",

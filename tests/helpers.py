@@ -72,3 +72,25 @@ def run_cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 120) ->
     )
     assert "Traceback" not in done.stderr, done.stderr
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+ENVELOPE_KEYS = {"type", "message", "hint", "retryable", "where"}
+
+
+def envelope(result: Any, *, report: bool = False) -> dict[str, Any]:
+    """The error body of a failed tool result, checked for the SPEC 7 shape.
+
+    The envelope is always the result's JSON text; it is also the structured content unless the
+    tool declares an output schema (strict clients validate structured content against it), in
+    which case a meta tool may send its failure `report` (fitting that schema) instead.
+    """
+    assert result.is_error, result
+    body = json.loads(result.content[0].text)
+    assert set(body) == {"error"} and set(body["error"]) == ENVELOPE_KEYS, body
+    error = body["error"]
+    assert isinstance(error["retryable"], bool) and all(
+        isinstance(error[k], str) for k in ENVELOPE_KEYS - {"retryable"}
+    )
+    if result.structured_content is not None and not report:
+        assert result.structured_content == body
+    return error

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import envelope
 from mcp import Client
 from mcp_types import CallToolResult
 
@@ -45,11 +46,11 @@ async def ok(home: Path, name: str, arguments: dict[str, Any]) -> dict[str, Any]
 
 
 async def error_text(home: Path, name: str, arguments: dict[str, Any]) -> str:
+    """The message and hint of a failed call (its error envelope), as one text."""
     result = await call(home, name, arguments)
-    assert result.is_error, result.structured_content
-    text = result.content[0].text
-    assert "Traceback" not in text
-    return text
+    error = envelope(result)
+    assert "Traceback" not in result.content[0].text
+    return f"{error['message']}\nHint: {error['hint']}" if error["hint"] else error["message"]
 
 
 @pytest.fixture

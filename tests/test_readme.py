@@ -6,10 +6,12 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
 from mcp import Client
 
 from mcp_server import create_server
 from skills import check_folder
+from skills.errors import ERROR_ENVELOPE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -52,3 +54,11 @@ def test_the_pipelines_shown_are_the_shipped_examples() -> None:
     assert len(blocks) >= 2
     for block in blocks:
         assert block.strip() in shipped
+
+
+async def test_the_error_envelope_shown_is_what_a_client_gets(home: Path) -> None:
+    shown = json.loads(_block_after("envelope (SPEC 7):"))
+    jsonschema.validate(shown, ERROR_ENVELOPE_SCHEMA)
+    async with Client(create_server()) as client:
+        result = await client.call_tool("json-query", {"query": 5})
+    assert json.loads(result.content[0].text) == shown  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .._results import envelope_of
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Parents, error, not_found, parse_pairs, print_json, server
 
 if TYPE_CHECKING:
@@ -87,13 +88,17 @@ def _print_result(result: CallToolResult, as_json: bool) -> int:
             texts.append(getattr(inner, "text", None) or f"[resource {inner.uri}]")
     text = "\n".join(texts)
     code = EXIT_OK
+    failure = envelope_of(result)
     if result.is_error:
-        code = EXIT_USAGE if text.startswith("invalid arguments for") else EXIT_FAILED
+        usage = failure is not None and failure["type"] in ("invalid_arguments", "limit_exceeded", "unknown_tool")
+        code = EXIT_USAGE if usage else EXIT_FAILED
     if as_json:
         print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
-    elif result.is_error:
-        message, _, hint = text.partition("\nHint: ")
-        error(message.strip() or "the tool failed without a message", hint.strip())
+    elif failure is not None:
+        where = f" ({failure['where']})" if failure["where"] else ""
+        error(f"{failure['message']}{where}", failure["hint"])
+    elif result.is_error:  # an imported tool's own error passes through as it came
+        error(text.strip() or "the tool failed without a message", "")
     elif result.structured_content is not None:
         print_json(result.structured_content)
     else:
