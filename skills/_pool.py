@@ -85,7 +85,11 @@ class _Worker:
         (size,) = _HEADER.unpack(header)
         if size > MAX_FRAME:
             raise WorkerDied(f"it sent a reply of {size:,} bytes")
-        return pickle.loads(await self._take(size))
+        body = await self._take(size)
+        try:
+            return pickle.loads(body)
+        except (pickle.UnpicklingError, ImportError, AttributeError, TypeError, ValueError) as exc:
+            return ("error", _unreadable(exc))
 
     async def _take(self, size: int) -> bytes:
         while len(self.buffer) < size:
@@ -123,6 +127,12 @@ class _Worker:
             with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
         _dying.append(self.proc)
+
+
+def _unreadable(exc: Exception) -> dict[str, Any]:
+    message = f"the result holds a value the server cannot read ({type(exc).__name__}: {exc})"
+    return {"kind": "OutputError", "message": message, "hint": "return JSON-like data", "where": "result",
+            "limit": None, "trace": None}  # fmt: skip
 
 
 def _frame(message: Any) -> bytes:
@@ -218,7 +228,7 @@ async def call_in_worker(request: dict[str, Any], ctx: Any, timeout: float) -> A
     """Run one call in a worker; its replies of progress and log go to `ctx` as they come.
 
     Raises `TimeoutError` after `timeout` seconds (the worker is killed), `WorkerDied`, or
-    returns `("result", value, artifact_dir)` / `("error", class_name, message, hint, traceback)`.
+    returns `("result", value, artifact_dir)` / `("error", failure)` (see `skills._worker`).
     """
     skill = request["skill"]
     worker = await _acquire(skill)

@@ -30,6 +30,7 @@ import anyio
 import anyio.to_thread
 
 from . import errors
+from ._worker import SKILL_MODULE_PREFIX
 from .base import SkillContext
 from .errors import SkillRunError, SkillsError, SkillTimeoutError
 
@@ -91,7 +92,7 @@ def load_entry(root: Path, target: str, skill: str) -> PythonEntry:
             return entry
     else:
         digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-        name = f"_orchestrator_skill_{digest}"
+        name = f"{SKILL_MODULE_PREFIX}{digest}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise SkillRunError(f"skill '{skill}': cannot import {path.name}")
@@ -190,14 +191,21 @@ async def run_python(
         if reply[2] is not None and ctx.artifact_dir is None:
             ctx.artifact_dir = Path(reply[2])
         return reply[1]
-    _, kind, message, hint, trace = reply
-    if trace:  # logged here, by the server's logging (the CLI keeps it quiet), never sent to the client
-        log.error("skill %s raised:\n%s", skill, trace.rstrip())
-    error = getattr(errors, kind, None)
-    if not (isinstance(error, type) and issubclass(error, SkillRunError)):
-        error = SkillRunError
-        message = f"'{skill}' failed: {message}"
-    raise error(message, hint=hint)
+    failure = reply[1]
+    if failure["trace"]:  # logged here, by the server's logging (the CLI keeps it quiet), never sent to the client
+        log.error("skill %s raised:\n%s", skill, failure["trace"].rstrip())
+    raise _rebuilt(skill, failure)
+
+
+def _rebuilt(skill: str, failure: dict[str, Any]) -> SkillsError:
+    """The worker's error as the class it was raised as (its envelope type), else a skill failure."""
+    error = getattr(errors, failure["kind"], None)
+    message, hint, where = failure["message"], failure["hint"], failure["where"]
+    if isinstance(error, type) and issubclass(error, SkillRunError):
+        return error(message, hint=hint, where=where)
+    if error is errors.LimitExceededError:
+        return errors.LimitExceededError(message, limit=failure["limit"] or "", hint=hint, where=where)
+    return SkillRunError(f"'{skill}' failed: {message}", hint=hint, where=where)
 
 
 async def _run_in_process(
@@ -218,7 +226,7 @@ async def _run_in_process(
         log.error("skill %s raised", skill, exc_info=exc)
         raise SkillRunError(
             f"'{skill}' failed: {type(exc).__name__}: {exc}", hint="see the server log for the traceback"
-        ) from None
+        ) from exc  # the envelope's `where` is read from the cause's traceback
 
 
 _PLAIN = (str, int, float, bool, type(None), Path)

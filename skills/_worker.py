@@ -11,7 +11,7 @@ Frames, each `!I` length then a pickle:
     request  {"root", "target", "skill", "arguments", "ctx", "cwd", "env"}
     replies  ("ready",) once, when the interpreter is up and before the first request is read;
              ("progress", done, total, message) | ("log", level, message)      any number, then
-             ("result", value, artifact_dir) | ("error", class_name, message, hint, traceback)  one
+             ("result", value, artifact_dir) | ("error", {kind, message, hint, where, limit, trace})  one
 
 The protocol uses copies of the original stdin/stdout; file descriptors 0 and 1 are pointed at
 /dev/null and stderr, so a skill's `print()` lands in the server's log, never in a frame.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import io
 import os
 import pickle
 import signal
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 _HEADER = struct.Struct("!I")
+SKILL_MODULE_PREFIX = "_orchestrator_skill_"
+"""The private module names under which `skills._python.load_entry` imports skill modules."""
 MAX_FRAME = 256 << 20
 """Largest frame either side sends: a skill's result above this is refused as too large."""
 
@@ -47,21 +50,64 @@ def _read_exact(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
+class Opaque:
+    """Stands in the parent for an object of a class defined in a skill's own module (which only
+    the worker has imported): the server then reports it as a value JSON cannot carry, at its path."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} object>"
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:  # not called for plain str/int/list/dict: cheap
+        if type(obj).__module__.startswith(SKILL_MODULE_PREFIX):
+            return Opaque, (type(obj).__qualname__,)
+        return NotImplemented
+
+
+def _dumps(message: Any) -> bytes:
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
+    return buffer.getvalue()
+
+
 def _write(fd: int, message: Any) -> None:
     try:
-        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        payload = _dumps(message)
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError) as exc:
         kind = type(message[1]).__name__ if message[0] == "result" else "message"
         payload = pickle.dumps(
-            ("error", "OutputError", f"the result (a {kind}) is not plain data: {exc}", "return JSON-like data", None)
+            (
+                "error",
+                _failure("OutputError", f"the result (a {kind}) is not plain data: {exc}", "return JSON-like data"),
+            )
         )
     if len(payload) > MAX_FRAME:
         payload = pickle.dumps(
-            ("error", "OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data", None)
+            ("error", _failure("OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data"))
         )
     view = memoryview(_HEADER.pack(len(payload)) + payload)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _failure(kind: str, message: str, hint: str, where: str = "", trace: str | None = None) -> dict[str, Any]:
+    return {"kind": kind, "message": message, "hint": hint, "where": where, "limit": None, "trace": trace}
+
+
+def _where(root: str, error: BaseException) -> str:
+    """`file:line` of the innermost frame of the skill folder in the error's traceback, or ""."""
+    base = str(Path(root).resolve()) + "/"
+    found = ""
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        if frame.f_code.co_filename.startswith(base):
+            found = f"{frame.f_code.co_filename[len(base) :]}:{line}"
+    return found
 
 
 def _die_with_parent() -> None:
@@ -139,10 +185,13 @@ def _serve_one(request: dict[str, Any], out: int) -> None:
             kwargs["ctx"] = ctx = _context(request, out)
         value = asyncio.run(entry.fn(**kwargs)) if entry.is_async else entry.fn(**kwargs)
     except SkillsError as exc:
-        _write(out, ("error", type(exc).__name__, exc.message, exc.hint, None))
+        where = exc.__dict__.get("where") or _where(request["root"], exc)
+        failure = _failure(type(exc).__name__, exc.message, exc.hint, where)
+        _write(out, ("error", {**failure, "limit": getattr(exc, "limit", None)}))
     except BaseException as exc:  # the skill's own failure, whatever it is (SystemExit too): reported, not fatal
-        message = f"{type(exc).__name__}: {exc}"
-        _write(out, ("error", "failure", message, "see the server log for the traceback", traceback.format_exc()))
+        message, hint = f"{type(exc).__name__}: {exc}", "see the server log for the traceback"
+        failure = _failure("failure", message, hint, _where(request["root"], exc), traceback.format_exc())
+        _write(out, ("error", failure))
     else:
         artifact_dir = ctx.artifact_dir if ctx is not None else None
         _write(out, ("result", value, str(artifact_dir) if artifact_dir is not None else None))
@@ -170,4 +219,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run the module's importable twin, so that `Opaque` pickles as `skills._worker.Opaque`.
+    from skills._worker import main as _main
+
+    _main()
