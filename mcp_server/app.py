@@ -69,10 +69,12 @@ from skills._schema import check_arguments
 from skills.errors import clip
 
 from . import __version__
+from ._access import Access
 from ._completion import complete
 from ._pipelines import META_TOOLS, MetaTool, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
+from ._upstreams import PendingPipelines
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -103,6 +105,7 @@ class OrchestratorServer(MCPServer):
         watch: bool = False,
         pipelines: PipelineService | None = None,
         servers: ServerSource | None = None,
+        access: Access | None = None,
     ) -> None:
         super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
         self.catalog = catalog
@@ -110,6 +113,10 @@ class OrchestratorServer(MCPServer):
         self.pipelines = pipelines
         self.servers = servers
         self.watch = watch
+        self.access = access or Access(home)
+        """Allowed roots (the client's too) and isolation settings given to each call."""
+        self.pending: PendingPipelines | None = None
+        """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
@@ -122,6 +129,7 @@ class OrchestratorServer(MCPServer):
             lambda notification_options=None, *a, **k: create(notification_options or changes, *a, **k)
         )
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
+        self.access.install(low)
         # Logging (handshake era: `logging/setLevel` per session) and completion are declared
         # because they are served: the SDK derives both capabilities from these handlers.
         self._log_levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -179,7 +187,8 @@ class OrchestratorServer(MCPServer):
             check_arguments(name, skill.input_schema, arguments)
             ctx = self.skill_context(skill, context)
             run_resumable = _run_resumable()
-            value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
+            async with self.access.bound(ctx, context):
+                value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
         except SkillsError as exc:
             log.info("tool %s failed: %s", name, exc)
             return error_result(exc, where=where_in(skill.root, exc), output_schema=schema)
@@ -219,7 +228,8 @@ class OrchestratorServer(MCPServer):
             return error_result(exc, output_schema=schema)
         meta_ctx = self.skill_context(_MetaSkill(meta.tool.name), context)
         try:
-            return await _run_resumable()(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
+            async with self.access.bound(meta_ctx, context):
+                return await _run_resumable()(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
         except SkillsError as exc:
             log.info("tool %s failed: %s", meta.tool.name, exc)
             return error_result(exc, output_schema=schema)
@@ -412,7 +422,10 @@ class OrchestratorServer(MCPServer):
         async with anyio.create_task_group() as tg, self.watching():
             if self.servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
-                tg.start_soon(lambda: self.servers.run(self.catalog, dependents=dependents))  # type: ignore[union-attr]
+                after = self.pending.check if self.pending is not None else None
+                tg.start_soon(
+                    lambda: self.servers.run(self.catalog, dependents=dependents, after_refresh=after)  # type: ignore[union-attr]
+                )
             try:
                 yield
             finally:
@@ -602,8 +615,13 @@ def create_server(
     builtin: bool = True,
     pipelines: bool = True,
     servers: str | Path | None = None,
+    allow_dirs: Sequence[str | Path] | None = None,
 ) -> OrchestratorServer:
-    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins)."""
+    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
+
+    `allow_dirs`: the folders file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else
+    the working directory; a client's MCP roots narrow them).
+    """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
     providers: list[SkillProvider] = []
@@ -641,9 +659,11 @@ def create_server(
         model_service = ModelService(home)
         service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
     home.record(catalog)
-    for problem in catalog.problems():
+    access = Access(home, allow_dirs)
+    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams, access=access)
+    server.pending = PendingPipelines(server)  # a pipeline waiting for an upstream is pending, not broken
+    for problem in server.pending.sort_out(catalog.problems()):
         log.error("not published: %s", problem.error)
-    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server

@@ -21,11 +21,14 @@ from .errors import (
 )
 from .folder import FolderSkill, check_folder, load_folder
 from .home import BUILTIN_SKILLS_DIR, Home
+from .isolation import Isolation, IsolationSettings
+from .roots import AllowedRoots, PathNotAllowedError
 
 __all__ = [
     "BUILTIN_SKILLS_DIR",
     "RESERVED_NAMES",
     "TOOL_NAME",
+    "AllowedRoots",
     "ArgumentsError",
     "Catalog",
     "DefinitionError",
@@ -35,10 +38,13 @@ __all__ = [
     "FolderSource",
     "FrontMatter",
     "Home",
+    "Isolation",
+    "IsolationSettings",
     "LimitExceededError",
     "LoadProblem",
     "NotConnectedError",
     "OutputError",
+    "PathNotAllowedError",
     "Problem",
     "Skill",
     "SkillCancelledError",

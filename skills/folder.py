@@ -12,6 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from .base import SkillContext, SkillKind, SkillSource
 from .checks import check_folder, inside
 from .contract import FrontMatter, SkillContract
@@ -186,6 +188,9 @@ class FolderSkill:
         if run.python:
             from ._python import run_python
 
+            # Built-ins that start processes (run-tests, shell-command) confine them with the
+            # network their own skill.yaml allows (a plain value: it reaches a worker process too).
+            ctx.limits = {**ctx.limits, "network": contract.network}
             return await run_python(self._root, run.python, self.name, arguments, ctx, contract.timeout)
         if run.script:
             from ._script import run_script
@@ -193,6 +198,8 @@ class FolderSkill:
             program = inside(self._root, run.script)
             if program is None:
                 raise SkillRunError(f"'{self.name}': run.script points outside the skill folder")
+            from .isolation import isolation_of
+
             return await run_script(
                 program,
                 arguments,
@@ -203,6 +210,9 @@ class FolderSkill:
                 max_output_bytes=contract.max_output_bytes,
                 env_allow=contract.env,
                 log=ctx.log,
+                folder=self._root,
+                network=contract.network,
+                isolation=await anyio.to_thread.run_sync(isolation_of, ctx.extras),
             )
         if run.agent is not None:
             from ._agent import run_agent
