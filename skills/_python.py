@@ -20,6 +20,7 @@ import importlib.util
 import inspect
 import logging
 import os
+import pickle
 import re
 import sys
 from collections.abc import Callable
@@ -199,6 +200,15 @@ async def run_python(
 
 def _rebuilt(skill: str, failure: dict[str, Any]) -> SkillsError:
     """The worker's error as the class it was raised as (its envelope type), else a skill failure."""
+    if failure.get("exception"):
+        try:  # a SkillsError of any module (skills.roots ...), with its message, hint and fields
+            raised = pickle.loads(failure["exception"])
+        except (pickle.UnpicklingError, ImportError, AttributeError, TypeError, ValueError):
+            raised = None  # a class whose constructor wants more than the message: rebuilt below
+        if isinstance(raised, SkillsError):
+            if failure["where"] and not raised.__dict__.get("where"):
+                raised.where = failure["where"]
+            return raised
     error = getattr(errors, failure["kind"], None)
     message, hint, where = failure["message"], failure["hint"], failure["where"]
     if isinstance(error, type) and issubclass(error, SkillRunError):

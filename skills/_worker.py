@@ -187,6 +187,8 @@ def _serve_one(request: dict[str, Any], out: int) -> None:
     except SkillsError as exc:
         where = exc.__dict__.get("where") or _where(request["root"], exc)
         failure = _failure(type(exc).__name__, exc.message, exc.hint, where)
+        with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError, ValueError):
+            failure["exception"] = pickle.dumps(exc)  # the error itself, any SkillsError class and its fields
         _write(out, ("error", {**failure, "limit": getattr(exc, "limit", None)}))
     except BaseException as exc:  # the skill's own failure, whatever it is (SystemExit too): reported, not fatal
         message, hint = f"{type(exc).__name__}: {exc}", "see the server log for the traceback"
