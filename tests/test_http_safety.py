@@ -163,6 +163,28 @@ async def test_a_full_server_takes_room_from_the_heaviest_client_and_refuses_onl
                     assert "limit of 3 open sessions, all busy" in refused.json()["error"]["message"]
 
 
+async def test_behind_a_local_proxy_forwarded_clients_are_counted_apart_and_an_ipv6_64_is_one_client(
+    home: Path,
+) -> None:
+    async with http_server(home, "--max-sessions-per-client", "1") as served:
+        url = served.url
+        with anyio.fail_after(TIMEOUT):
+            async with httpx2.AsyncClient() as proxy:  # on loopback: uvicorn trusts its X-Forwarded-For
+
+                async def session_of(client: str) -> str:
+                    opened = await open_session(proxy, url, {"x-forwarded-for": client})
+                    assert opened.status_code == 200
+                    return opened.headers["mcp-session-id"]
+
+                first_v4 = await session_of("203.0.113.7")
+                other_v4 = await session_of("203.0.113.8")
+                first_v6 = await session_of("2001:db8::1")
+                other_v6 = await session_of("2001:db8:0:1::1")  # another /64: another client
+                same_64 = await session_of("2001:db8::2")  # the same /64: replaces first_v6
+                alive = [await ping(proxy, url, s) for s in (first_v4, other_v4, first_v6, other_v6, same_64)]
+    assert alive == [200, 200, 404, 200, 200]
+
+
 async def test_a_request_without_the_token_is_refused_before_it_could_take_a_session(home: Path) -> None:
     options = ("--auth-token", "s3cret", "--max-sessions", "1", "--max-sessions-per-client", "1")
     async with http_server(home, *options) as served:
