@@ -239,7 +239,11 @@ def test_bad_http_flags_exit_2_saying_what_to_give(flags: tuple[str, ...], says:
     assert says in done.err
 
 
-def test_http_flags_over_stdio_are_refused(tmp_path: Path) -> None:
+def test_http_flags_over_stdio_and_session_limits_without_sessions_are_refused(tmp_path: Path) -> None:
     done = run_cli("serve", "--allowed-host", ALLOWED, "--max-sessions", "9", env=dict(os.environ), cwd=tmp_path)
     assert done.code == 2
     assert "--allowed-host, --max-sessions apply to --transport http only" in done.err
+    stateless = ("serve", "--transport", "http", "--stateless", "--session-idle-timeout", "5")
+    done = run_cli(*stateless, env=dict(os.environ), cwd=tmp_path)
+    assert done.code == 2
+    assert "--session-idle-timeout limit sessions, which --stateless does not keep" in done.err

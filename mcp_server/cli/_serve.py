@@ -23,6 +23,7 @@ _HTTP_ONLY = {
     "--max-sessions-per-client": _LIMITS.per_client,
 }
 """The HTTP flags and their defaults: given with stdio they would silently do nothing."""
+_SESSION_LIMITS = ("--session-idle-timeout", "--max-sessions", "--max-sessions-per-client")
 
 STDIO_STOP_GRACE = 2.0
 """Seconds a Ctrl-C gives running calls to stop before a stdio server exits regardless."""
@@ -138,6 +139,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         given = [flag for flag in _HTTP_ONLY if _given(args, flag)]
         if given:
             raise UsageError(f"{', '.join(given)} apply to --transport http only", "add --transport http, or drop them")
+    if args.stateless:
+        given = [flag for flag in _SESSION_LIMITS if _given(args, flag)]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} limit sessions, which --stateless does not keep", "drop one or the other"
+            )
     orchestrator = server(args, watch=True)
     import anyio
 
