@@ -139,10 +139,6 @@ class FairSessionManager(StreamableHTTPSessionManager):
                 log.info("closed HTTP session %s: idle for %g s", session_id[:12], self.session_idle_timeout)
         await super()._discard_session(session_id, transport)
 
-    def open_sessions(self) -> dict[str, int]:
-        """How many sessions each client holds (for logs and benchmarks)."""
-        return dict(Counter(self._clients.values()))
-
 
 def _refuse_client(per_client: int) -> JSONResponse:
     return _jsonrpc_refusal(
