@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..transports import SessionLimits
 from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int, server
@@ -13,6 +14,7 @@ from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int, serv
 if TYPE_CHECKING:
     from ..app import OrchestratorServer
 
+_N = TypeVar("_N", int, float)
 _LIMITS = SessionLimits()
 _HTTP_ONLY = {
     "--stateless": False,
@@ -114,23 +116,24 @@ def _allowed_host(text: str) -> str:
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    value = _number(text, float, "a number of seconds")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
 
 
 def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a port number") from None
+    port = _number(text, int, "a port number")
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not in 0-65535")
     return port
+
+
+def _number(text: str, convert: Callable[[str], _N], noun: str) -> _N:
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not {noun}") from None
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
