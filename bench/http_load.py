@@ -158,6 +158,13 @@ def main(args: argparse.Namespace) -> None:
         f"ABS http_load.subject {s['calls_per_s']:.0f} calls/s, p99 {c.ms(s['p99'])}, "
         f"{sum(s['errors'].values())} errors; reference {r['calls_per_s']:.0f} calls/s, p99 {c.ms(r['p99'])}"
     )
+    # Server CPU per call does not depend on how busy the machine is: the capacity each server
+    # would have if it had a core to itself (the calls/s ratio drifts with the load elsewhere).
+    capacity = r["cpu_per_call_ms"] / s["cpu_per_call_ms"] if s["cpu_per_call_ms"] else 0.0
+    print(
+        f"ABS http_load.server_cpu_per_call subject {s['cpu_per_call_ms']:.2f} ms reference "
+        f"{r['cpu_per_call_ms']:.2f} ms (capacity {capacity:.3f}x the bare server)"
+    )
     detail = f"(calls/s {ratio:.3f}x the bare server; budget >= {BUDGET:g}x)"
     print(c.ratio_line(f"http_load[{args.mode}]", 1 / ratio if ratio else float("inf"), 1 / BUDGET, detail))
 
