@@ -1,16 +1,17 @@
 """200 concurrent MCP clients over streamable HTTP: `orchestrator serve` vs a bare `MCPServer`.
 
-What is measured: each server runs in its own process on a loopback port; a third process
-(`_http_load.py`) runs N real `mcp.Client`s (the SDK's own, `legacy` mode by default: the
-`initialize` handshake and a stateful session with its GET stream, as Claude Desktop's HTTP
-clients do). Once all are connected, every client calls `add(2, 3)` in a loop for the window;
-calls completed inside the window give calls/s, their latencies p50 and p99; failed calls and
-failed connections are errors. The subject is a python skill adding two ints (skill.yaml
-schemas), the reference the `@mcp.tool()` of `call.py` doing the same: both run the function in
-a worker thread and return structured content. Rounds alternate subject and reference (ABBA),
-so a burst of load elsewhere on the machine hits both.
+What is measured: each server runs in its own process on a loopback port; for each, a load
+process (`_http_load.py`) connects N real `mcp.Client`s (the SDK's own, `legacy` mode by
+default: the `initialize` handshake and a stateful session with its GET stream, as Claude
+Desktop's HTTP clients do; `--mode auto` speaks 2026-07-28, one POST per request). The clients
+stay connected; windows of load then alternate between the two servers (ABBA), every client
+calling `add(2, 3)` in a loop. Calls completed inside a window give calls/s, their latencies
+p50 and p99; failed calls and lost clients are errors; the server's CPU seconds in the window
+per call say what each server spends, whatever else the machine is doing. The subject is a
+python skill adding two ints (skill.yaml schemas), the reference the `@mcp.tool()` of `call.py`
+doing the same: both run the function in a worker thread and return structured content.
 
-    .venv/bin/python bench/http_load.py [--clients 200] [--seconds 6] [--rounds 2] [--mode legacy|auto]
+    .venv/bin/python bench/http_load.py [--clients 200] [--seconds 4] [--rounds 6] [--mode legacy|auto]
     .venv/bin/python bench/http_load.py --profile    # cProfile of our server under the load
 
 Budget (ARCHITECTURE.md): >= 0.8x the bare server's calls/s (printed as reference/subject <= 1.25).
@@ -74,12 +75,38 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
-def run_load(url: str, proc: subprocess.Popen[str], args: argparse.Namespace) -> dict[str, Any]:
-    """One round of load against a running server: its figures (the server's CPU inside the window too)."""
-    command = [sys.executable, str(HERE / "_http_load.py"), url, "--clients", str(args.clients)]
-    command += ["--seconds", str(args.seconds), "--mode", args.mode, "--server-pid", str(proc.pid)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
-    return json.loads(done.stdout)
+class Fleet:
+    """A load process: `--clients` real MCP clients connected to one server, run a window at a time."""
+
+    def __init__(self, url: str, server: subprocess.Popen[str], args: argparse.Namespace) -> None:
+        command = [sys.executable, str(HERE / "_http_load.py"), url, "--clients", str(args.clients)]
+        command += ["--seconds", str(args.seconds), "--mode", args.mode, "--server-pid", str(server.pid)]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE)
+        self.ready = self._answer()
+        """`connect_s` (until all clients made their first call) and connect `errors`."""
+
+    def window(self) -> dict[str, Any]:
+        """Run one window of load; its figures."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the load process ended (exit status {self.proc.wait()})")
+        return json.loads(line)
 
 
 def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -91,7 +118,6 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "calls_per_s": c.median([r["calls_per_s"] for r in rounds]),
         "p50": c.median([r["p50"] for r in rounds]),
         "p99": c.median([r["p99"] for r in rounds]),
-        "connect_s": c.median([r["connect_s"] for r in rounds]),
         "cpu_per_call_ms": 1e3 * sum(r["server_cpu_s"] for r in rounds) / max(1, sum(r["calls"] for r in rounds)),
         "errors": errors,
     }
@@ -112,17 +138,21 @@ def main(args: argparse.Namespace) -> None:
         bare = start([sys.executable, str(HERE / "_bare_http_server.py"), str(bare_port)], env)
         subject: list[dict[str, Any]] = []
         reference: list[dict[str, Any]] = []
+        fleets: list[Fleet] = []
         try:
-            targets = [
-                (f"http://127.0.0.1:{ours_port}/mcp", ours, subject),
-                (f"http://127.0.0.1:{bare_port}/mcp", bare, reference),
-            ]
+            # One fleet connects at a time, so each connect phase has the machine to itself.
+            fleets.append(Fleet(f"http://127.0.0.1:{ours_port}/mcp", ours, args))
+            fleets.append(Fleet(f"http://127.0.0.1:{bare_port}/mcp", bare, args))
+            targets = [(fleets[0], subject), (fleets[1], reference)]
             for i in range(1 if args.profile else args.rounds):
-                for url, proc, out in targets if i % 2 == 0 else targets[::-1]:
-                    out.append(run_load(url, proc, args))
+                for fleet, out in targets if i % 2 == 0 else targets[::-1]:
+                    out.append(fleet.window())
         finally:
+            for fleet in fleets:
+                fleet.close()
             stop(ours)
             stop(bare)
+        connect = {id(out): fleet.ready for fleet, out in targets}
         if args.profile:
             stats = pstats.Stats(str(tmp / "prof"))
             stats.sort_stats("tottime").print_stats(30)
@@ -130,9 +160,13 @@ def main(args: argparse.Namespace) -> None:
             stats.sort_stats("tottime").print_stats(r"/(mcp_server|skills|adapters|pipelines)/", 30)
             return
     s, r = summary(subject), summary(reference)
+    for fig, out in ((s, subject), (r, reference)):
+        fig["connect_s"] = connect[id(out)]["connect_s"]
+        for kind, n in connect[id(out)]["errors"].items():
+            fig["errors"][kind] = fig["errors"].get(kind, 0) + n
     print(
-        f"{args.clients} concurrent mcp.Client ({args.mode}) over streamable HTTP, {args.seconds:g} s window, "
-        f"{args.rounds} round(s) each, alternating; medians of the rounds\n"
+        f"{args.clients} concurrent mcp.Client ({args.mode}) over streamable HTTP, each fleet connected once; "
+        f"{args.rounds} windows of {args.seconds:g} s per server, alternating (ABBA); medians of the windows\n"
     )
     rows = []
     for name, fig in ((f"{label} (python skill)", s), ("bare MCPServer (@mcp.tool)", r)):
@@ -172,8 +206,8 @@ def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=200, help="concurrent clients (default: 200)")
-    parser.add_argument("--seconds", type=float, default=6.0, help="measured window per round (default: 6)")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds per server (default: 2)")
+    parser.add_argument("--seconds", type=float, default=4.0, help="length of one window (default: 4)")
+    parser.add_argument("--rounds", type=int, default=6, help="windows per server (default: 6)")
     parser.add_argument("--mode", choices=("legacy", "auto"), default="legacy", help="protocol era of the clients")
     parser.add_argument("--profile", action="store_true", help="one round under cProfile; print our server's profile")
     main(parser.parse_args())
