@@ -9,8 +9,10 @@ location and a hint, reported as `LoadProblem`s; runtime failures of an upstream
     │   └── ServerConfigError          servers.json or one of its entries cannot be used
     └── SkillRunError
         └── UpstreamError              a call to an imported tool failed
-            ├── UpstreamUnavailableError   the upstream is not connected (fails at once; says when it retries)
-            ├── UpstreamTimeoutError       no answer within the server's `timeout` (also a SkillTimeoutError)
+            ├── UpstreamUnavailableError   the upstream is not connected (fails at once; says when it retries;
+            │                              also a NotConnectedError: envelope type `not_connected`)
+            ├── UpstreamTimeoutError       no answer within the server's `timeout` (also a SkillTimeoutError:
+            │                              envelope type `timeout`)
             └── UpstreamCallError          the upstream refused the call (unknown tool, bad params, bad result)
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skills import DefinitionError, Problem, SkillRunError, SkillTimeoutError
+from skills import DefinitionError, NotConnectedError, Problem, SkillRunError, SkillTimeoutError
 
 __all__ = [
     "ServerConfigError",
@@ -42,11 +44,11 @@ class UpstreamError(SkillRunError):
     """A call to a tool imported from an upstream MCP server failed."""
 
     def __init__(self, server: str, message: str, *, hint: str = "") -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint, where=f"upstream server '{server}'")
         self.server = server
 
 
-class UpstreamUnavailableError(UpstreamError):
+class UpstreamUnavailableError(UpstreamError, NotConnectedError):
     """The upstream is not connected (starting, died, restarting): the call fails at once."""
 
 

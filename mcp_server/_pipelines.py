@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
+
+from skills._schema import ANY_JSON, nullable
+from skills.errors import clip
 
 from ._resources import read_skill_file
 from ._results import error_result
@@ -38,7 +41,10 @@ _ISSUE = {
         "code": {"type": "string"},
     },
 }
-_YAML_INPUT = {"type": "string", "description": "The pipeline file's YAML text (SPEC section 4)."}
+_YAML_INPUT = {
+    "type": "string",
+    "description": "The pipeline file's YAML text (the format: the pipeline-authoring skill, or docs/pipelines.md).",
+}
 
 
 @dataclass(frozen=True)
@@ -49,11 +55,11 @@ class MetaTool:
     handler: Callable[[PipelineService, dict[str, Any], SkillContext], Awaitable[CallToolResult]]
 
 
-def _structured(data: dict[str, Any], *, error: bool = False) -> CallToolResult:
+def _structured(data: dict[str, Any]) -> CallToolResult:
     import json
 
     text = json.dumps(data, ensure_ascii=False, indent=1)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=error)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
 def _issues(issues: list[Any]) -> list[dict[str, Any]]:
@@ -94,9 +100,24 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
         skill = await service.register(text, overwrite=bool(args.get("overwrite")))
     except VerificationError as exc:
         report = "\n".join(str(i) for i in exc.issues)
-        return _structured({"registered": False, "issues": _issues(exc.issues), "report": report}, error=True)
+        errors = [i for i in exc.issues if i.severity == "error"] or exc.issues
+        first = errors[0] if errors else None
+        return error_result(
+            f"pipeline not registered: {len(errors)} problem(s)\n{report}",
+            (first.hint if first and first.hint else "fix the problems and register again")
+            + "; validate_pipeline checks a pipeline without saving it",
+            error_type="invalid_arguments",
+            where=f"yaml:{first.line}:{first.col}" if first else "yaml",
+            report={"registered": False, "issues": _issues(exc.issues), "report": report},
+        )
     except PipelineError as exc:
-        return _structured({"registered": False, "issues": [], "report": str(exc)}, error=True)
+        return error_result(
+            f"pipeline not registered: {exc.message}",
+            exc.hint,
+            error_type="invalid_arguments",
+            where="yaml",
+            report={"registered": False, "issues": [], "report": str(exc)},
+        )
     data = {"registered": True, "id": skill.name, "file": str(skill.file), "help": help_ or help_text(skill.spec)}
     return _structured(data)
 
@@ -110,7 +131,12 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
     try:
         tests = [TestCase.model_validate(case) for case in args.get("test_cases") or []]
     except ValidationError as exc:
-        return error_result(f"test_cases: {exc}", "each case is {arguments: {...}, expected: ...} or with checks")
+        return error_result(
+            f"test_cases: {clip(str(exc), 1000)}",
+            "each case is {arguments: {...}, expected: ...} or with checks",
+            error_type="invalid_arguments",
+            where="test_cases",
+        )
 
     async def refresh_pipelines() -> None:  # pipelines that called the missing skill verify now
         await service.catalog.refresh(service.sources)
@@ -128,7 +154,16 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         )
     except SkillsError as exc:
         return error_result(exc)
-    return _structured(creation.as_dict(), error=not creation.created)
+    data = creation.as_dict()
+    if creation.created:
+        return _structured(data)
+    return error_result(
+        f"skill not created (stopped at the {data['stage']} stage): " + "; ".join(map(str, data["reasons"])),
+        "the result's files and tests show what was made; change the request or give test_cases and call again",
+        error_type="skill_failed",
+        where=f"stage {data['stage']}",
+        report=data,
+    )
 
 
 async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
@@ -150,7 +185,16 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
         )
     except SkillsError as exc:
         return error_result(exc)
-    return _structured(data, error=data["status"] == "failed")
+    if data["status"] != "failed":
+        return _structured(data)
+    issues = [str(i) for i in data.get("issues") or []]
+    return error_result(
+        "plan_and_run failed: " + ("; ".join(issues) or "no pipeline could be written and run for the request"),
+        "the result's pipeline_yaml and history show how far it got; rephrase the request or raise max_fixes",
+        error_type="skill_failed",
+        where=f"iteration {data.get('iterations', 0)}",
+        report=data,
+    )
 
 
 META_TOOLS: dict[str, MetaTool] = {
@@ -242,7 +286,7 @@ META_TOOLS: dict[str, MetaTool] = {
                             "type": "object",
                             "properties": {
                                 "arguments": {"type": "object"},
-                                "expected": {},
+                                "expected": {**ANY_JSON, "description": "Result fields that must match."},
                                 "checks": {"type": "array", "items": {"type": "object"}},
                                 "error": {"type": "boolean"},
                             },
@@ -259,13 +303,13 @@ META_TOOLS: dict[str, MetaTool] = {
                 "properties": {
                     "created": {"type": "boolean"},
                     "stage": {"type": "string"},
-                    "name": {"type": ["string", "null"]},
+                    "name": nullable({"type": "string"}),
                     "reasons": {"type": "array", "items": {"type": "string"}},
                     "files": {"type": "object", "additionalProperties": {"type": "string"}},
                     "tests": {"type": "array", "items": {"type": "object"}},
                     "tests_passed": {"type": "integer"},
                     "tests_total": {"type": "integer"},
-                    "review": {"type": ["object", "null"]},
+                    "review": nullable({"type": "object"}),
                     "usage": {"type": "object"},
                     "path": {"type": "string"},
                     "published": {"type": "boolean"},
@@ -322,10 +366,10 @@ META_TOOLS: dict[str, MetaTool] = {
                     "status": {"type": "string", "enum": ["complete", "needs_fix", "failed"]},
                     "iterations": {"type": "integer"},
                     "pipeline_yaml": {"type": "string"},
-                    "pipeline_id": {"type": ["string", "null"]},
-                    "outputs": {},
-                    "run_id": {"type": ["string", "null"]},
-                    "review": {"type": ["object", "null"]},
+                    "pipeline_id": nullable({"type": "string"}),
+                    "outputs": {**ANY_JSON, "description": "The final run's outputs."},
+                    "run_id": nullable({"type": "string"}),
+                    "review": nullable({"type": "object"}),
                     "history": {"type": "array", "items": {"type": "object"}},
                     "issues": {"type": "array", "items": {"type": "string"}},
                     "usage": {"type": "object"},
@@ -354,17 +398,19 @@ def read_pipeline_resource(service: PipelineService, uri: str) -> tuple[str | by
         try:
             skill = service.pipeline(pipeline_id)
         except Exception as exc:  # PipelineError: not a pipeline
-            raise ResourceNotFoundError(f"no pipeline '{pipeline_id}'") from exc
+            raise ResourceNotFoundError(f"no pipeline '{clip(pipeline_id, 64)}'") from exc
         if tail == "":
             return skill.body(), "application/yaml"
         if tail == "graph":
             return mermaid(skill.spec), "text/vnd.mermaid"
-        raise ResourceNotFoundError(f"unknown pipeline resource '{tail}': use pipeline://<id> or pipeline://<id>/graph")
+        raise ResourceNotFoundError(
+            f"unknown pipeline resource '{clip(tail)}': use pipeline://<id> or pipeline://<id>/graph"
+        )
     run_id, _, rel = uri[len("run://") :].partition("/")
     record = service.store.get(run_id)
     if record is None or not record.artifacts:
-        raise ResourceNotFoundError(f"no run '{run_id}'")
+        raise ResourceNotFoundError(f"no run '{clip(run_id, 64)}'")
     root = Path(record.artifacts)
     if not root.is_dir():
-        raise ResourceError(f"run {run_id} has no artifacts yet")
+        raise ResourceNotFoundError(f"run {run_id} has no artifacts yet")
     return read_skill_file(root, rel)

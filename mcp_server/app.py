@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import cached_property
@@ -21,16 +22,21 @@ import mcp_types as types
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
+    INVALID_PARAMS,
     CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
+    EmptyResult,
     GetPromptResult,
     InputRequiredResult,
     NotificationParams,
     PromptMessage,
+    SetLevelRequestParams,
     TextContent,
     ToolAnnotations,
 )
@@ -53,16 +59,22 @@ from skills import (
     FolderSource,
     Home,
     Skill,
+    SkillCancelledError,
     SkillContext,
     SkillProvider,
     SkillsError,
+    UnknownSkillError,
 )
 from skills._schema import check_arguments
+from skills.errors import clip
 
 from . import __version__
-from ._pipelines import META_TOOLS, read_pipeline_resource
-from ._resources import read_skill_file
-from ._results import error_result, to_result
+from ._access import Access
+from ._completion import complete
+from ._pipelines import META_TOOLS, MetaTool, read_pipeline_resource
+from ._resources import read_skill_file, resource_error
+from ._results import cancel_pending, error_result, to_result, where_in
+from ._upstreams import PendingPipelines
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -93,6 +105,7 @@ class OrchestratorServer(MCPServer):
         watch: bool = False,
         pipelines: PipelineService | None = None,
         servers: ServerSource | None = None,
+        access: Access | None = None,
     ) -> None:
         super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
         self.catalog = catalog
@@ -100,6 +113,10 @@ class OrchestratorServer(MCPServer):
         self.pipelines = pipelines
         self.servers = servers
         self.watch = watch
+        self.access = access or Access(home)
+        """Allowed roots (the client's too) and isolation settings given to each call."""
+        self.pending: PendingPipelines | None = None
+        """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
@@ -118,6 +135,12 @@ class OrchestratorServer(MCPServer):
             )
         )
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
+        self.access.install(low)
+        # Logging (handshake era: `logging/setLevel` per session) and completion are declared
+        # because they are served: the SDK derives both capabilities from these handlers.
+        self._log_levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        low.add_request_handler("logging/setLevel", SetLevelRequestParams, self._set_log_level)
+        low.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
         self._wire_cache: dict[tuple[str, str, int], Any] = {}
         low.middleware.append(self._cached_listings)
 
@@ -159,31 +182,65 @@ class OrchestratorServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        run_resumable = _run_resumable()
+        """Run one tool call; every failure is the error envelope of SPEC 7 (see `_results`)."""
         skill = self.catalog.find(name)
-        if skill is None and name in META_TOOLS and self.pipelines is not None:
-            meta = META_TOOLS[name]
-            try:
-                check_arguments(name, meta.tool.input_schema, arguments)
-            except SkillsError as exc:
-                return error_result(exc)
-            meta_ctx = self.skill_context(_MetaSkill(name), context)
-            return await run_resumable(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
         if skill is None:
-            raise ToolError(str(self.catalog.unknown(name)))
+            if name in META_TOOLS and self.pipelines is not None:
+                return await self._call_meta(META_TOOLS[name], arguments, context)
+            return error_result(self._unknown(name), where="name")
+        schema = skill.output_schema
         try:
             check_arguments(name, skill.input_schema, arguments)
-        except SkillsError as exc:
-            return error_result(exc)
-        ctx = self.skill_context(skill, context)
-        try:
-            value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
+            ctx = self.skill_context(skill, context)
+            run_resumable = _run_resumable()
+            async with self.access.bound(ctx, context):
+                value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
         except SkillsError as exc:
             log.info("tool %s failed: %s", name, exc)
-            return error_result(exc)
+            return error_result(exc, where=where_in(skill.root, exc), output_schema=schema)
+        except anyio.get_cancelled_exc_class():
+            if cancel_pending():
+                raise  # the client (or shutdown) cancelled the call: there is no one to answer
+            log.info("tool %s: its work was cancelled from inside", name)
+            return error_result(
+                SkillCancelledError(f"'{name}' was cancelled before it finished", hint="call it again"),
+                output_schema=schema,
+            )
+        except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
+            return _internal(name, schema)
         if isinstance(value, InputRequiredResult):
             return value
-        return to_result(skill, value)
+        notes: list[str] = []
+        result = to_result(skill, value, notes)
+        for note in notes:
+            await ctx.warning(note)
+        return result
+
+    def _unknown(self, name: str) -> SkillsError:
+        """The unknown-tool error; a name no tool could have gets no (costly) suggestions."""
+        if len(name) > 64:
+            return UnknownSkillError(
+                f"no skill or tool named '{clip(name, 64)}'", hint="list the tools to see what exists"
+            )
+        return self.catalog.unknown(name)
+
+    async def _call_meta(
+        self, meta: MetaTool, arguments: dict[str, Any], context: Context[Any, Any] | None
+    ) -> CallToolResult | InputRequiredResult:
+        schema = meta.tool.output_schema
+        try:
+            check_arguments(meta.tool.name, meta.tool.input_schema, arguments)
+        except SkillsError as exc:
+            return error_result(exc, output_schema=schema)
+        meta_ctx = self.skill_context(_MetaSkill(meta.tool.name), context)
+        try:
+            async with self.access.bound(meta_ctx, context):
+                return await _run_resumable()(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
+        except SkillsError as exc:
+            log.info("tool %s failed: %s", meta.tool.name, exc)
+            return error_result(exc, output_schema=schema)
+        except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
+            return _internal(meta.tool.name, schema)
 
     @cached_property
     def models(self) -> ModelService:
@@ -200,7 +257,7 @@ class OrchestratorServer(MCPServer):
         ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
         if context is not None and context.request_context is not None:
             ctx.progress_fn = context.report_progress
-            ctx.log_fn = _client_logger(context, skill.name)
+            ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
             ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
@@ -254,18 +311,26 @@ class OrchestratorServer(MCPServer):
         ]
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Iterable[ReadResourceContents]:
-        text = str(uri)
+        """One resource; a refused path is -32602, an unknown resource the code of the client's era
+        (`resource_error`), both with the message."""
+        try:
+            return self._read_resource(str(uri))
+        except (ResourceError, OSError) as exc:
+            era = context.request_context.session.protocol_version if context and context.request_context else None
+            raise resource_error(exc, str(uri), era) from None
+
+    def _read_resource(self, text: str) -> list[ReadResourceContents]:
         if text.startswith(("pipeline://", "run://")) and self.pipelines is not None:
             content, mime = read_pipeline_resource(self.pipelines, text)
             return [ReadResourceContents(content=content, mime_type=mime)]
         if not text.startswith("skill://"):
             raise ResourceNotFoundError(
-                f"unknown resource {text}: this server serves skill://, pipeline:// and run:// resources"
+                f"unknown resource {clip(text)}: this server serves skill://, pipeline:// and run:// resources"
             )
         name, _, rel = text[len("skill://") :].partition("/")
         skill = self.catalog.find(name)
         if skill is None or skill.root is None:
-            raise ResourceNotFoundError(f"no skill named '{name}' with files (from {text})")
+            raise ResourceNotFoundError(f"no skill named '{clip(name, 64)}' with files (from {clip(text)})")
         content, mime = read_skill_file(skill.root, rel or "SKILL.md")
         return [ReadResourceContents(content=content, mime_type=mime)]
 
@@ -289,7 +354,12 @@ class OrchestratorServer(MCPServer):
     ) -> GetPromptResult:
         skill = self.catalog.find(name)
         if skill is None or skill.kind != "instructions":
-            raise ValueError(f"no instructions prompt named '{name}'")
+            hint = self.catalog.unknown(name).hint if len(name) <= 64 else "list the prompts to see what exists"
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"no prompt named '{clip(name, 64)}' ({hint})",
+                data={"name": clip(name, 64)},
+            )
         task = (arguments or {}).get("task")
         text = skill.body()
         files = skill.files()
@@ -303,6 +373,15 @@ class OrchestratorServer(MCPServer):
             description=skill.description,
             messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
         )
+
+    # -- logging and completion --------------------------------------------------------------
+    async def _set_log_level(self, ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        """`logging/setLevel` (handshake era): this session gets log messages at that level and above."""
+        self._log_levels[_caller_of(ctx.session)] = LOG_ORDER.index(params.level)
+        return EmptyResult()
+
+    async def _complete(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        return await complete(self.catalog, self.pipelines, params)
 
     # -- change notifications ----------------------------------------------------------------
     async def _on_initialized(self, ctx: Any, params: Any) -> None:
@@ -360,7 +439,10 @@ class OrchestratorServer(MCPServer):
         async with anyio.create_task_group() as tg, self.watching():
             if self.servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
-                tg.start_soon(lambda: self.servers.run(self.catalog, dependents=dependents))  # type: ignore[union-attr]
+                after = self.pending.check if self.pending is not None else None
+                tg.start_soon(
+                    lambda: self.servers.run(self.catalog, dependents=dependents, after_refresh=after)  # type: ignore[union-attr]
+                )
             try:
                 yield
             finally:
@@ -426,9 +508,23 @@ class OrchestratorServer(MCPServer):
         """Serve over stdio (also what `mcp run` / `mcp dev` call), with live reload."""
         from mcp.server.stdio import stdio_server
 
+        from ._stdio import AnsweringReader
+
         async with self.running(), stdio_server() as (read_stream, write_stream):
             low = self._lowlevel_server
-            await low.run(read_stream, write_stream, low.create_initialization_options())
+            reader = AnsweringReader(read_stream, write_stream)  # answers lines its parser refused
+            await low.run(reader, write_stream, low.create_initialization_options())
+
+
+def _internal(name: str, schema: dict[str, Any] | None) -> CallToolResult:
+    """The envelope of an unexpected exception (a bug): logged with its traceback, never shown."""
+    log.exception("tool %s raised an unexpected exception", name)
+    return error_result(
+        f"'{name}' failed with an internal error",
+        "the server log has the details; call again, and report it if it persists",
+        error_type="internal",
+        output_schema=schema,
+    )
 
 
 def _tool_of(skill: Skill) -> MCPTool:
@@ -446,12 +542,24 @@ def _tool_of(skill: Skill) -> MCPTool:
     )
 
 
-def _client_logger(context: Context[Any, Any], skill: str):
+LOG_ORDER: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""MCP log levels, least severe first (RFC 5424)."""
+
+
+def _caller_of(session: Any) -> Any:
+    """The object that stands for one client connection (a session is made per request)."""
+    return getattr(session, "_connection", session)
+
+
+def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakKeyDictionary[Any, int]):
     session = context.request_context.session
     request_id = context.request_context.request_id
+    caller = _caller_of(session)
 
     async def send(level: str, message: str) -> None:
-        getattr(log, level if level != "warning" else "warning")("%s: %s", skill, message)
+        getattr(log, level)("%s: %s", skill, message)
+        if LOG_ORDER.index(level) < levels.get(caller, 0):
+            return  # below the level this client set with logging/setLevel
         # Logging is deprecated in 2026-07-28 but it is how handshake-era clients (Claude Desktop,
         # the Inspector) show a tool's activity; the SDK drops it where the client did not opt in.
         with warnings.catch_warnings():
@@ -524,8 +632,13 @@ def create_server(
     builtin: bool = True,
     pipelines: bool = True,
     servers: str | Path | None = None,
+    allow_dirs: Sequence[str | Path] | None = None,
 ) -> OrchestratorServer:
-    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins)."""
+    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
+
+    `allow_dirs`: the folders file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else
+    the working directory; a client's MCP roots narrow them).
+    """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
     providers: list[SkillProvider] = []
@@ -563,9 +676,11 @@ def create_server(
         model_service = ModelService(home)
         service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
     home.record(catalog)
-    for problem in catalog.problems():
+    access = Access(home, allow_dirs)
+    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams, access=access)
+    server.pending = PendingPipelines(server)  # a pipeline waiting for an upstream is pending, not broken
+    for problem in server.pending.sort_out(catalog.problems()):
         log.error("not published: %s", problem.error)
-    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server

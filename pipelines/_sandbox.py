@@ -27,7 +27,7 @@ from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import missing
 
-from .errors import ExpressionError
+from .errors import ExpressionError, is_failure_record
 
 TIME_LIMIT = 2.0
 """Seconds one render may take before it is stopped."""
@@ -175,13 +175,23 @@ def from_json(text: str) -> Any:
 
 
 def list_files(directory: str = ".", pattern: str = "*") -> list[str]:
-    """Sorted paths of the files under `directory` matching `pattern` (`**/` recurses)."""
+    """Sorted paths of the files under `directory` matching `pattern` (`**/` recurses).
+
+    Only inside the allowed roots of the run (as the file built-ins), never a secret.
+    """
+    from skills.roots import PathNotAllowedError, roots_of
+
+    roots = roots_of(None)
+    try:
+        roots.check(directory, field="list_files")
+    except PathNotAllowedError as exc:
+        raise ExpressionError(f"list_files: {exc.message}", hint=exc.hint) from None
     if not Path(directory).is_dir():
         raise ExpressionError(f"list_files: '{directory}' is not a directory", hint="paths are relative to the server")
     found: list[str] = []
     for path in Path(directory).glob(pattern):
         check_deadline()
-        if path.is_file():
+        if path.is_file() and roots.allows(Path(os.path.realpath(path))):
             found.append(str(path))
             if len(found) > MAX_FILES:
                 raise ExpressionError(
@@ -424,6 +434,7 @@ class PipelineEnvironment(ImmutableSandboxedEnvironment):
         self.filters = dict(FILTERS)
         self.filters[ITER_FILTER] = _iter_guard
         self.filters[TEXT_FILTER] = to_text
+        self.tests["failed"] = is_failure_record  # `{{ x is failed }}`: x is an on_error: continue failure
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         """`a.b`: the key `b` of a mapping first, then a safe attribute."""

@@ -160,7 +160,7 @@ class PipelineService:
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
             await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
-            raise describe_failure(exc, run_id) from None
+            raise describe_failure(exc, run_id, skill) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._store(functools.partial(self.store.finish, run_id, "cancelled", error="cancelled"))

@@ -15,11 +15,20 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skills import DefinitionError, LoadProblem, Problem, SkillContext, SkillRunError, SkillSource
+from skills import (
+    DefinitionError,
+    LoadProblem,
+    Problem,
+    SkillCancelledError,
+    SkillContext,
+    SkillRunError,
+    SkillsError,
+    SkillSource,
+)
 from skills.catalog import FolderProvider
 
 from ._yamlmap import SourceMap
-from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunCancelled, StepFailed, VerificationError
 from .loader import load_spec_file
 from .spec import PipelineSpec
 
@@ -95,7 +104,10 @@ class PipelineSkill:
     def _schemas(self) -> tuple[dict[str, Any], dict[str, Any]]:
         cached = self.__dict__.get("_schema_cache")
         if cached is None:
-            cached = self.__dict__["_schema_cache"] = (self.spec.input_schema(), self.spec.output_schema())
+            from ._outschema import infer_output_schema
+
+            out = infer_output_schema(self.spec, self._host.catalog, self.spec.output_schema())
+            cached = self.__dict__["_schema_cache"] = (self.spec.input_schema(), out)
         return cached
 
     @property
@@ -118,6 +130,14 @@ class PipelineSkill:
 
             self._compiled = compile_pipeline(self.spec)
         return self._compiled
+
+    def step_location(self, step_id: str) -> str:
+        """`file:line` of the step with this id, or "" when the file's positions are not known."""
+        smap = self._host.position_map(self.file)
+        for step in self.spec.walk():
+            if step.id == step_id:
+                return f"{self.file.name}:{smap.at((*step.path, 'id'))[0]}" if smap is not None else self.file.name
+        return ""
 
     def defaults(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments with the inputs' defaults filled in."""
@@ -151,6 +171,10 @@ class PipelineSource(FolderProvider):
         self._maps: dict[Path, SourceMap] = {}
         self._problems: list[LoadProblem] = []
         self._loaded = False
+
+    def position_map(self, file: Path) -> SourceMap | None:
+        """Line and column of every value of a loaded pipeline file (None for an unknown file)."""
+        return self._maps.get(file)
 
     def relevant(self, path: Path) -> bool:
         """Only pipeline files directly in the folder matter (not run artifacts below it)."""
@@ -217,14 +241,38 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def describe_failure(exc: PipelineError, run_id: str) -> SkillRunError:
-    """A run failure as a client-facing error that says how to resume."""
-    step = f" at step '{exc.step_id}'" if isinstance(exc, StepFailed) and exc.step_id else ""
+_PASSED_ON = frozenset({"timeout", "not_connected", "cancelled", "limit_exceeded"})
+"""Envelope types of a step's error that the run's failure keeps (a step's bad arguments are the
+pipeline's failure, `skill_failed`, not the caller's `invalid_arguments`)."""
+
+
+def describe_failure(exc: PipelineError, run_id: str, skill: PipelineSkill | None = None) -> SkillRunError:
+    """A run failure as a client-facing error that says how to resume.
+
+    Its envelope `where` names the step (with `file:line` of the step when `skill` is given);
+    its `type` and retry advice are those of the skill error that failed the step when that is
+    one of `_PASSED_ON` (a step that timed out is a `timeout`), else `skill_failed` (`cancelled`
+    for a cancelled run).
+    """
+    step_id = exc.step_id if isinstance(exc, StepFailed) and exc.step_id else ""
+    step = f" at step '{step_id}'" if step_id else ""
     message = exc.message
-    if step and message.startswith(f"step '{exc.step_id}' "):  # "step 'x' failed: ..." once is enough
-        message = message[len(f"step '{exc.step_id}' ") :].removeprefix("failed: ")
+    if step and message.startswith(f"step '{step_id}' "):  # "step 'x' failed: ..." once is enough
+        message = message[len(f"step '{step_id}' ") :].removeprefix("failed: ")
     hint = exc.hint + "; " if exc.hint else ""
-    return SkillRunError(
+    where = f"step '{step_id}'" if step_id else ""
+    location = skill.step_location(step_id) if skill is not None and step_id else ""
+    if location:
+        where = f"{where} ({location})"
+    kind = SkillCancelledError if isinstance(exc, RunCancelled) else SkillRunError
+    failure = kind(
         f"run {run_id} failed{step}: {message}",
         hint=f"{hint}after fixing, resume it with `orchestrator runs resume {run_id}` (finished steps are kept)",
+        where=where,
     )
+    cause = exc.__context__
+    while cause is not None and not isinstance(cause, SkillsError):
+        cause = cause.__context__
+    if isinstance(cause, SkillsError) and kind is SkillRunError and cause.error_type in _PASSED_ON:
+        failure.error_type, failure.retryable = cause.error_type, cause.retryable
+    return failure

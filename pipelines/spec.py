@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from skills._schema import ANY_JSON, typed
 from skills.contract import AgentSpec
 
 __all__ = [
@@ -144,7 +145,8 @@ class StepSpec(_Model):
     """Seconds one attempt of the step may take."""
     retry: RetrySpec | None = None
     on_error: Literal["fail", "continue"] = "fail"
-    """`continue` records `{error: ..., step: ...}` as the step's output and goes on."""
+    """`continue` records `{error: <message>, step: <id>, step_failed: true}` as the step's output
+    and goes on; `{{ <id> is failed }}` tells that record from a result."""
     _path: Path_ = PrivateAttr(default=())
 
     @property
@@ -273,18 +275,30 @@ class PipelineSpec(_Model):
     def input_schema(self) -> dict[str, Any]:
         props = self.all_inputs()
         required = [n for n, p in props.items() if "default" not in p and p.get("required", True) is not False]
-        clean = {n: {k: v for k, v in p.items() if k != "required"} for n, p in props.items()}
+        clean = {n: _typed_input({k: v for k, v in p.items() if k != "required"}) for n, p in props.items()}
         schema: dict[str, Any] = {"type": "object", "properties": clean, "additionalProperties": False}
         if required:
             schema["required"] = required
         return schema
 
     def output_schema(self) -> dict[str, Any]:
+        """The tool's output schema; outputs are any JSON here (`PipelineSkill` infers their types)."""
         names = list(self.outputs) if self.outputs is not None else [s.id for s in self.steps]
-        props: dict[str, Any] = {n: {} for n in names}
+        props: dict[str, Any] = {n: dict(ANY_JSON) for n in names}
         props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
         props["usage"] = USAGE_SCHEMA
         return {"type": "object", "properties": props, "required": ["run_id"]}
+
+    def callees(self) -> set[str]:
+        """Every name the pipeline calls: each step's `skill` and each agent's allow-list
+        (patterns included), for knowing which upstream servers a run needs."""
+        names: set[str] = set()
+        for step in self.walk():
+            if step.skill:
+                names.add(step.skill)
+            if step.agent is not None:
+                names.update(step.agent.skills)
+        return names
 
     def walk(self) -> Iterator[StepSpec]:
         """Every step, depth first, in file order."""
@@ -310,6 +324,14 @@ USAGE_SCHEMA: dict[str, Any] = {
         "steps": {"type": "object", "additionalProperties": {"type": "object", "properties": _TALLY}},
     },
 }
+
+
+def _typed_input(prop: dict[str, Any]) -> dict[str, Any]:
+    """An input property as published: one without any type accepts any JSON value, spelled
+    with types (`ANY_JSON`) for clients that require a type on every property."""
+    if typed(prop) or "anyOf" in prop or "oneOf" in prop or "$ref" in prop:
+        return prop
+    return {**prop, "anyOf": ANY_JSON["anyOf"]}
 
 
 def _property_of(default: Any) -> dict[str, Any]:

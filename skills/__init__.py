@@ -6,31 +6,48 @@ from .contract import FrontMatter, SkillContract
 from .errors import (
     ArgumentsError,
     DefinitionError,
+    ErrorEnvelope,
+    ErrorType,
+    LimitExceededError,
+    NotConnectedError,
     OutputError,
     Problem,
+    SkillCancelledError,
     SkillRunError,
     SkillsError,
     SkillTimeoutError,
     UnknownSkillError,
+    error_envelope,
 )
 from .folder import FolderSkill, check_folder, load_folder
 from .home import BUILTIN_SKILLS_DIR, Home
+from .isolation import Isolation, IsolationSettings
+from .roots import AllowedRoots, PathNotAllowedError
 
 __all__ = [
     "BUILTIN_SKILLS_DIR",
     "RESERVED_NAMES",
     "TOOL_NAME",
+    "AllowedRoots",
     "ArgumentsError",
     "Catalog",
     "DefinitionError",
+    "ErrorEnvelope",
+    "ErrorType",
     "FolderSkill",
     "FolderSource",
     "FrontMatter",
     "Home",
+    "Isolation",
+    "IsolationSettings",
+    "LimitExceededError",
     "LoadProblem",
+    "NotConnectedError",
     "OutputError",
+    "PathNotAllowedError",
     "Problem",
     "Skill",
+    "SkillCancelledError",
     "SkillContext",
     "SkillContract",
     "SkillKind",
@@ -41,5 +58,6 @@ __all__ = [
     "SkillsError",
     "UnknownSkillError",
     "check_folder",
+    "error_envelope",
     "load_folder",
 ]

@@ -2,7 +2,9 @@
 
 The sub-agent design (seed 002): the model gets the allowed Catalog skills as tools, the
 server runs the calls it asks for (arguments checked against the input schema; failures go
-back to the model as `is_error` tool results), and the loop ends when the model answers
+back to the model as `is_error` tool results carrying the same error envelope a client gets,
+`{"error": {"type", "message", "hint", "retryable", "where"}}`, so that the model can recover:
+fix an argument, retry, or choose another tool), and the loop ends when the model answers
 without a tool call or at the first hard limit: wall time, tokens, cost or turns. A turn that
 crosses a budget is not undone (its tokens are spent), but no further turn or tool call starts.
 
@@ -26,9 +28,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 
 from ._prompt import choose_model, parse_json
-from ._schema import check_arguments, check_output
+from ._schema import ANY_JSON, check_arguments, check_output, nullable
 from .base import SkillContext
-from .errors import OutputError, SkillRunError, SkillsError
+from .errors import (
+    ArgumentsError,
+    FieldError,
+    OutputError,
+    SkillRunError,
+    SkillsError,
+    UnknownSkillError,
+    error_envelope,
+)
 from .models import Completion, ModelAccess, NoModelProviderError, UnknownModelError, model_access
 
 if TYPE_CHECKING:
@@ -65,16 +75,17 @@ class AgentHost(Protocol):
 
 def agent_output_schema(outputs: dict[str, Any] | None) -> dict[str, Any]:
     """The tool output schema of an agent skill; `outputs` (skill.yaml) describes `output`."""
-    output: dict[str, Any] = {"description": "The agent's result (its shape is the skill's `outputs` on success)."}
-    if outputs is not None:
-        output = {"anyOf": [outputs, {"type": ["string", "null"]}], "description": output["description"]}
+    described = "The agent's result (its shape is the skill's `outputs` on success)."
+    output: dict[str, Any] = {**ANY_JSON, "description": described}
+    if outputs is not None:  # on a stop before the end: the last text, or null
+        output = {"anyOf": [outputs, {"type": "string"}, {"type": "null"}], "description": described}
     return {
         "type": "object",
         "properties": {
             "status": {"type": "string", "enum": list(AGENT_STATUSES)},
             "output": output,
             "summary": {"type": "string", "description": "What the agent did and found, in a sentence or two."},
-            "confidence": {"type": ["number", "null"], "description": "The agent's confidence, 0.0-1.0."},
+            "confidence": {**nullable({"type": "number"}), "description": "The agent's confidence, 0.0-1.0."},
             "tokens": {"type": "integer", "description": "Tokens spent (input + output), tools' model calls included."},
             "cost_usd": {"type": "number"},
             "duration_s": {"type": "number"},
@@ -261,13 +272,19 @@ class _Agent:
             catalog: Catalog | None = self.ctx.extras.get("catalog")
             found = catalog.find(name) if catalog is not None else None
             if found is not None and found.kind == "agent":
-                text = f"'{name}' is an agent, and agents cannot start other agents"
+                refusal = UnknownSkillError(
+                    f"'{name}' is an agent, and agents cannot start other agents",
+                    hint=f"call one of your tools instead: {', '.join(tools) or 'none'}",
+                )
             else:
-                text = f"'{name}' is not one of your tools; you may call: {', '.join(tools) or 'none'}"
-            await self.ctx.log("warning", f"{self.name}: refused a call of {name}: {text}")
-            return _tool_result(call_id, text, is_error=True)
+                refusal = UnknownSkillError(
+                    f"'{name}' is not one of your tools", hint=f"you may call: {', '.join(tools) or 'none'}"
+                )
+            await self.ctx.log("warning", f"{self.name}: refused a call of {name}: {refusal.message}")
+            return _tool_result(call_id, _envelope_text(refusal, where="name"), is_error=True)
         if not isinstance(args, dict):
-            return _tool_result(call_id, "the tool input must be a JSON object", is_error=True)
+            refused = ArgumentsError(name, [FieldError("", "the tool input must be a JSON object")])
+            return _tool_result(call_id, _envelope_text(refused), is_error=True)
         await self.ctx.log("info", f"{self.name}: {name} {_short(args)}")
         tool_ctx = SkillContext(
             skill=name,
@@ -285,7 +302,7 @@ class _Agent:
             check_arguments(name, skill.input_schema, args)
             text, is_error = _as_text(await skill.run(args, tool_ctx))
         except SkillsError as exc:
-            text, is_error = str(exc), True
+            text, is_error = _envelope_text(exc), True
         if is_error:
             await self.ctx.log("info", f"{self.name}: {name} failed: {text[:200]}")
         return _tool_result(call_id, text, is_error=is_error)
@@ -376,6 +393,11 @@ def _as_text(value: Any) -> tuple[str, bool]:
     if isinstance(value, str):
         return value, False
     return json.dumps(value, ensure_ascii=False, default=str), False
+
+
+def _envelope_text(error: SkillsError, *, where: str = "") -> str:
+    """What the model reads for a failed tool call: the client's error envelope, as JSON."""
+    return json.dumps(error_envelope(error, where=where), ensure_ascii=False)
 
 
 def _tool_result(call_id: str, text: str, *, is_error: bool) -> dict[str, Any]:

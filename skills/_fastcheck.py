@@ -31,6 +31,7 @@ _HANDLED = _ANNOTATIONS | {
     "maxLength",
     "minItems",
     "maxItems",
+    "anyOf",
 }
 
 
@@ -85,6 +86,12 @@ def compile_check(schema: Any) -> Check | None:
             if not _is_num(bound):
                 return None
             checks.append(lambda v, b=bound, t=test: t(v, b))
+    if "anyOf" in schema:  # valid when any member certainly is (the typed "any value" / "or null")
+        members = schema["anyOf"]
+        compiled = [compile_check(m) for m in members] if isinstance(members, list) and members else [None]
+        if any(c is None for c in compiled):
+            return None
+        checks.append(lambda v, cs=tuple(compiled): any(c(v) for c in cs))  # type: ignore[misc]
     if "items" in schema:
         item = compile_check(schema["items"])
         if item is None:

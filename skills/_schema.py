@@ -9,12 +9,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._fastcheck import Check, compile_check
-from .errors import ArgumentsError, FieldError, OutputError
+from .errors import ECHO_MAX, ArgumentsError, FieldError, LimitExceededError, OutputError, clip
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-__all__ = ["check_arguments", "check_output", "schema_problem"]
+__all__ = [
+    "MAX_ARGUMENT_DEPTH",
+    "MAX_ARGUMENT_NODES",
+    "check_arguments",
+    "check_bounds",
+    "check_output",
+    "schema_problem",
+]
+
+MAX_ARGUMENT_DEPTH = 64
+"""Nesting of arrays and objects an argument value may have (deeper ones are refused unread:
+validation and every later walk over them would recurse that deep)."""
+MAX_ARGUMENT_NODES = 200_000
+"""Values (scalars, arrays, objects) all arguments together may hold."""
 
 _validators: dict[int, tuple[dict[str, Any], Validator]] = {}
 _fast: dict[int, tuple[dict[str, Any], Check | None]] = {}
@@ -75,8 +88,50 @@ def _field_of(error: Any) -> str:
     return ".".join(p for p in parts if p)
 
 
+def check_bounds(skill: str, arguments: dict[str, Any]) -> None:
+    """Raise `LimitExceededError` when the arguments nest deeper than `MAX_ARGUMENT_DEPTH` or hold
+    more than `MAX_ARGUMENT_NODES` values, naming the limit and the field where it was crossed.
+
+    Iterative on purpose: a recursive walk is what such a payload is built to break.
+    """
+    stack: list[tuple[dict[str, Any] | list[Any], int, str]] = [(arguments, 0, "")]
+    nodes = 1
+    while stack:
+        value, depth, path = stack.pop()
+        if depth >= MAX_ARGUMENT_DEPTH or nodes + len(value) > MAX_ARGUMENT_NODES:
+            deep = depth >= MAX_ARGUMENT_DEPTH
+            raise LimitExceededError(
+                f"arguments of '{skill}' nest deeper than {MAX_ARGUMENT_DEPTH} levels (at {clip(path)})"
+                if deep
+                else f"arguments of '{skill}' hold more than {MAX_ARGUMENT_NODES:,} values",
+                limit=f"argument depth <= {MAX_ARGUMENT_DEPTH}" if deep else f"argument values <= {MAX_ARGUMENT_NODES}",
+                hint=f"flatten the value: at most {MAX_ARGUMENT_DEPTH} nested arrays/objects"
+                if deep
+                else "send less data per call, or put it in a file and pass its path",
+                where=clip(path.split(".", 1)[0]) or "(arguments)",
+            )
+        nodes += len(value)
+        for key, child in value.items() if isinstance(value, dict) else enumerate(value):
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1, f"{path}.{key}" if path else str(key)))
+
+
+def _message_of(error: Any) -> str:
+    """A jsonschema message with the offending value quoted at most `ECHO_MAX` characters long
+    (jsonschema quotes the whole value: a 10 MB argument would come back whole)."""
+    message: str = error.message
+    if len(message) <= 2 * ECHO_MAX:
+        return message
+    quoted = repr(error.instance)
+    if len(quoted) > ECHO_MAX and quoted in message:
+        message = message.replace(quoted, clip(quoted))
+    return clip(message, 2 * ECHO_MAX)
+
+
 def check_arguments(skill: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
-    """Raise `ArgumentsError` naming every field that does not fit `schema`."""
+    """Raise `LimitExceededError` for arguments over the size bounds, else `ArgumentsError`
+    naming every field that does not fit `schema`."""
+    check_bounds(skill, arguments)
     fast = _fast_check(schema)
     if fast is not None and fast(arguments):
         return
@@ -84,7 +139,7 @@ def check_arguments(skill: str, schema: dict[str, Any], arguments: dict[str, Any
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if not errors:
         return
-    fields = [FieldError(_field_of(e), e.message) for e in errors]
+    fields = [FieldError(clip(_field_of(e)), _message_of(e)) for e in errors[:20]]
     props = sorted((schema.get("properties") or {}).keys())
     required = schema.get("required") or []
     hint = f"arguments: {', '.join(props) or '(none)'}" + (f"; required: {', '.join(required)}" if required else "")
@@ -99,8 +154,59 @@ def check_output(skill: str, schema: dict[str, Any], result: Any) -> None:
     validator = _validator(schema)
     error = next(iter(validator.iter_errors(result)), None)
     if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or "(result)"
+        where = clip(".".join(str(p) for p in error.absolute_path) or "(result)")
         raise OutputError(
-            f"'{skill}' returned a result that does not match its outputs schema at {where}: {error.message}",
+            f"'{skill}' returned a result that does not match its outputs schema at {where}: {_message_of(error)}",
             hint="fix the skill's implementation or its `outputs` in skill.yaml",
+            where=f"result.{where}" if where != "(result)" else "result",
         )
+
+
+JSON_TYPES = ("object", "array", "string", "number", "boolean", "null")
+ANY_JSON: dict[str, Any] = {
+    "anyOf": [{"type": t} for t in JSON_TYPES],
+    "description": "Any JSON value.",
+}
+"""The typed spelling of "any value": each member names a type, so clients that require a `type`
+on every property (Gemini, OpenAPI-style converters, Inspector --strict) accept it, where `{}`
+or a type array would not."""
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` or null, as `anyOf` (not a `["x", "null"]` type array, for the same clients)."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def typed(schema: Any) -> bool:
+    """Whether a (sub)schema names one type, or is an anyOf/oneOf whose members all do."""
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return True
+    members = schema.get("anyOf") or schema.get("oneOf")
+    return kind is None and bool(members) and all(typed(m) for m in members)
+
+
+def portability_problems(schema: Any, path: str = "$") -> list[str]:
+    """Every place in `schema` a strict client would warn about: a property (or array items,
+    or additionalProperties) without a `type`, and any type array."""
+    problems: list[str] = []
+    if not isinstance(schema, dict):
+        return problems
+    if isinstance(schema.get("type"), list):
+        problems.append(f"{path}: type array {schema['type']}")
+    for name, sub in (schema.get("properties") or {}).items():
+        if not typed(sub):
+            problems.append(f"{path}.properties.{name}: no type")
+        problems += portability_problems(sub, f"{path}.properties.{name}")
+    for key in ("items", "additionalProperties"):
+        sub = schema.get(key)
+        if isinstance(sub, dict):
+            if not typed(sub):
+                problems.append(f"{path}.{key}: no type")
+            problems += portability_problems(sub, f"{path}.{key}")
+    for key in ("anyOf", "oneOf", "allOf"):
+        for i, member in enumerate(schema.get(key) or []):
+            problems += portability_problems(member, f"{path}.{key}[{i}]")
+    return problems

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 import yaml
 
 MakeSkill = Callable[..., Path]
@@ -72,3 +75,54 @@ def run_cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 120) ->
     )
     assert "Traceback" not in done.stderr, done.stderr
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+ENVELOPE_KEYS = {"type", "message", "hint", "retryable", "where"}
+
+
+def envelope(result: Any, *, report: bool = False) -> dict[str, Any]:
+    """The error body of a failed tool result, checked for the SPEC 7 shape.
+
+    The envelope is always the result's JSON text; it is also the structured content unless the
+    tool declares an output schema (strict clients validate structured content against it), in
+    which case a meta tool may send its failure `report` (fitting that schema) instead.
+    """
+    assert result.is_error, result
+    body = json.loads(result.content[0].text)
+    assert set(body) == {"error"} and set(body["error"]) == ENVELOPE_KEYS, body
+    error = body["error"]
+    assert isinstance(error["retryable"], bool) and all(
+        isinstance(error[k], str) for k in ENVELOPE_KEYS - {"retryable"}
+    )
+    if result.structured_content is not None and not report:
+        assert result.structured_content == body
+    return error
+
+
+def holding(marker: str) -> list[int]:
+    """Host pids of the live processes whose command line contains `marker`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(entry.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+async def assert_none_left(tmp_path: Path) -> None:
+    """Wait (bounded) until no process of this test is left: what it started, and their jails.
+
+    Processes are found by their command line, which holds the test's own tmp_path (pids read
+    inside a jail are not the host's). There is no event for "every such process has exited",
+    so /proc is polled.
+    """
+    if not Path("/proc/self/cmdline").is_file():
+        pytest.skip("needs /proc to find the processes a skill left")
+    with anyio.fail_after(5):
+        while holding(str(tmp_path)):
+            await anyio.sleep(0.02)

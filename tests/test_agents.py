@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fixtures.anthropic_stub import AnthropicStub
 from fixtures.model_client import ClientModel, connect, final, text, tool_use
-from helpers import write_skill
+from helpers import envelope, write_skill
 from mcp_types import CallToolResult, TextContent
 
 from pipelines.verify import check_text
@@ -142,12 +142,13 @@ async def test_a_failing_tool_call_goes_back_to_the_model_as_an_error(home: Path
         data = data_of(await client.call_tool("calc", {"task": "Add"}))
     assert data["status"] == "success" and data["output"] == 5
     (bad_args,) = model.tool_results(1)
-    assert (
-        bad_args.is_error
-        and "invalid arguments for 'add': a: 'two' is not of type 'integer'" in bad_args.content[0].text
-    )  # type: ignore[union-attr]
+    error = envelope(bad_args)  # the envelope a client gets, so the model can recover the same way
+    assert error["type"] == "invalid_arguments" and error["where"] == "a"
+    assert "invalid arguments for 'add': a: 'two' is not of type 'integer'" in error["message"]
     (unknown,) = model.tool_results(2)
-    assert unknown.is_error and "'missing-tool' is not one of your tools" in unknown.content[0].text  # type: ignore[union-attr]
+    error = envelope(unknown)
+    assert error["type"] == "unknown_tool" and "'missing-tool' is not one of your tools" in error["message"]
+    assert error["hint"].startswith("you may call: ")
 
 
 async def test_an_agent_cannot_start_an_agent_directly_or_through_a_pipeline(home: Path, skills: Path) -> None:

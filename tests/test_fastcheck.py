@@ -51,4 +51,11 @@ def test_fast_valid_implies_jsonschema_valid(schema: dict[str, Any]) -> None:
 def test_schemas_with_other_keywords_get_no_fast_check() -> None:
     assert compile_check({"type": "object", "patternProperties": {"^x": {}}}) is None
     assert compile_check({"type": "string", "pattern": "^a"}) is None
-    assert compile_check({"anyOf": [{"type": "string"}]}) is None
+    assert compile_check({"anyOf": [{"type": "string", "pattern": "^a"}]}) is None
+
+
+def test_any_of_is_checked_fast_when_every_member_is_simple() -> None:
+    check = compile_check({"anyOf": [{"type": "integer"}, {"type": "null"}]})
+    assert check is not None
+    assert check(3) and check(None)
+    assert not check("3") and not check(3.0)  # not certain: jsonschema decides

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fixtures.anthropic_stub import AnthropicStub
 from fixtures.model_client import ClientModel, connect
-from helpers import write_skill
+from helpers import envelope, write_skill
 from mcp_types import CallToolResult, TextContent
 
 ERAS = ["legacy", "auto"]  # handshake era (2025-11-25) and 2026-07-28
@@ -99,10 +99,10 @@ async def test_an_answer_that_never_fits_the_outputs_fails_clearly(home: Path, s
     model = ClientModel("no", "still no", '{"summary": 1}')
     async with connect(home, model, skill_dirs=[skills]) as client:
         result = await client.call_tool("summarize", {"text": "x", "style": "terse"})
-    assert result.is_error
-    message = text_of(result)
-    assert "did not fit the outputs schema after 3 attempts" in message
-    assert "Hint: make the prompt say what to return" in message
+    error = envelope(result)
+    assert error["type"] == "skill_failed"
+    assert "did not fit the outputs schema after 3 attempts" in error["message"]
+    assert error["hint"].startswith("make the prompt say what to return")
     assert model.left == 0
 
 
@@ -141,10 +141,9 @@ async def test_without_any_model_provider_the_call_fails_saying_how_to_get_one(
 ) -> None:
     async with connect(home, None, skill_dirs=[skills], mode=mode) as client:
         result = await client.call_tool("summarize", {"text": "x"})
-    assert result.is_error
-    message = text_of(result)
-    assert "no model provider" in message
-    assert "Hint: set ANTHROPIC_API_KEY, or call it from a client that supports sampling" in message
+    error = envelope(result)
+    assert "no model provider" in error["message"]
+    assert error["hint"].startswith("set ANTHROPIC_API_KEY, or call it from a client that supports sampling")
 
 
 async def test_a_prompt_skill_through_the_anthropic_api(home: Path, skills: Path, stub: AnthropicStub) -> None:

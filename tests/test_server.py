@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import write_skill
+from helpers import envelope, write_skill
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -82,19 +82,23 @@ async def test_arguments_that_break_the_schema_are_refused_naming_the_field(
 ) -> None:
     async with Client(create_server(skill_dirs=[user_skills])) as client:
         result = await client.call_tool("adder", arguments)
-    assert result.is_error
-    text = result.content[0].text
-    assert text.startswith("invalid arguments for 'adder'")
-    assert f"{field}:" in text and words in text
-    assert "Hint: arguments: a, b; required: a" in text
+    error = envelope(result)
+    assert error["type"] == "invalid_arguments" and error["retryable"] is False
+    assert error["message"].startswith("invalid arguments for 'adder'")
+    assert f"{field}:" in error["message"] and words in error["message"]
+    assert error["where"] == field
+    assert error["hint"] == "arguments: a, b; required: a"
 
 
-async def test_an_unknown_tool_is_an_error_that_suggests_the_closest_name(user_skills: Path) -> None:
-    async with Client(create_server(skill_dirs=[user_skills])) as client:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_unknown_tool_is_an_error_that_suggests_the_closest_name(user_skills: Path, mode: str) -> None:
+    async with Client(create_server(skill_dirs=[user_skills]), mode=mode) as client:
         result = await client.call_tool("addr", {"a": 1})
-    assert result.is_error
-    assert "no skill or tool named 'addr'" in result.content[0].text
-    assert "did you mean 'adder'" in result.content[0].text
+    error = envelope(result)
+    assert result.structured_content is not None, "an unknown tool has no output schema: structured too"
+    assert error["type"] == "unknown_tool" and error["where"] == "name"
+    assert "no skill or tool named 'addr'" in error["message"]
+    assert "did you mean 'adder'" in error["hint"]
 
 
 async def test_a_crashing_skill_gives_a_clean_error_without_traceback_and_the_server_goes_on(
@@ -110,7 +114,8 @@ async def test_a_crashing_skill_gives_a_clean_error_without_traceback_and_the_se
     add_skill(root)
     async with Client(create_server(skill_dirs=[root])) as client:
         result = await client.call_tool("crash", {})
-        assert result.is_error
+        error = envelope(result)
+        assert error["type"] == "skill_failed" and error["where"] == "impl.py:3"
         text = result.content[0].text
         assert "'crash' failed: KeyError" in text and "missing-key" in text
         assert "Traceback" not in text and "secret_local" not in text
@@ -128,8 +133,9 @@ async def test_a_slow_python_skill_is_stopped_at_its_timeout(tmp_path: Path) -> 
     async with Client(create_server(skill_dirs=[root])) as client:
         with anyio.fail_after(10):
             result = await client.call_tool("slow", {})
-    assert result.is_error
-    assert "did not finish within 0.2s" in result.content[0].text
+    error = envelope(result)
+    assert error["type"] == "timeout" and error["retryable"] is True
+    assert "did not finish within 0.2s" in error["message"]
 
 
 async def test_a_result_that_breaks_the_outputs_schema_is_reported_as_an_error(tmp_path: Path) -> None:
@@ -138,8 +144,10 @@ async def test_a_result_that_breaks_the_outputs_schema_is_reported_as_an_error(t
     (root / "adder" / "impl.py").write_text("def add(a, b=1):\n    return {'sum': str(a + b)}\n")
     async with Client(create_server(skill_dirs=[root])) as client:
         result = await client.call_tool("adder", {"a": 1})
-    assert result.is_error
-    assert "does not match its outputs schema at sum" in result.content[0].text
+    error = envelope(result)
+    assert error["type"] == "skill_failed" and error["where"] == "result.sum"
+    assert "does not match its outputs schema at sum" in error["message"]
+    assert result.structured_content is None, "the tool has an output schema: the envelope is text only"
 
 
 async def test_progress_and_log_messages_reach_the_calling_client(tmp_path: Path) -> None:
@@ -271,7 +279,7 @@ async def test_the_registry_can_switch_a_skill_off(tmp_path: Path, home: Path) -
         names = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("adder", {"a": 1})
     assert "adder" not in names
-    assert result.is_error and "disabled" in result.content[0].text
+    assert envelope(result)["type"] == "unknown_tool" and "disabled" in envelope(result)["hint"]
 
 
 async def test_a_restart_sees_skills_edited_while_the_server_was_down(tmp_path: Path, home: Path) -> None:

@@ -7,10 +7,14 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .._results import envelope_of
+from ._allow import add_allow_dir
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Parents, error, not_found, parse_pairs, print_json, server
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
+
+    from adapters import MCPSkillAdapter
 
     from ..app import OrchestratorServer
 
@@ -18,10 +22,11 @@ if TYPE_CHECKING:
 def add_parsers(sub: Any, parents: Parents) -> None:
     call = sub.add_parser(
         "call",
-        parents=[parents.common, parents.skills, parents.json],
+        parents=[parents.common, parents.skills, parents.json, parents.servers],
         help="call a published tool locally",
-        description="Call a tool through an in-memory MCP client. VALUEs are parsed as JSON "
-        "when they parse, else taken as strings.",
+        description="Call any tool the server publishes (a skill, a pipeline, an imported tool, a meta tool) "
+        "through an in-memory MCP client; an imported tool's upstream server is started for the call. "
+        "VALUEs are parsed as JSON when they parse, else taken as strings.",
     )
     call.add_argument("tool", metavar="TOOL")
     call.add_argument(
@@ -32,6 +37,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         dest="args",
         help="one argument (repeat for more)",
     )
+    add_allow_dir(call)
     call.set_defaults(handler=_cmd_call)
 
 
@@ -40,7 +46,27 @@ def _cmd_call(args: argparse.Namespace) -> int:
     orchestrator = server(args)
     import anyio
 
-    return anyio.run(_call, orchestrator, args.tool, arguments, args.json)
+    from .._upstreams import needed_servers
+
+    needs = needed_servers(orchestrator, [args.tool])  # none for a folder skill: it never waits
+    return anyio.run(_call_with, orchestrator, args.tool, arguments, args.json, needs, args.connect_timeout)
+
+
+async def _call_with(
+    orchestrator: OrchestratorServer,
+    name: str,
+    arguments: dict[str, Any],
+    as_json: bool,
+    needs: list[MCPSkillAdapter],
+    timeout: float,
+) -> int:
+    from ._upstreams import connected, describe
+
+    async with connected(orchestrator, needs, timeout) as failures:
+        if failures and orchestrator.catalog.find(name) is None:
+            error(*describe(failures))
+            return EXIT_FAILED
+        return await _call(orchestrator, name, arguments, as_json)
 
 
 async def _call(orchestrator: OrchestratorServer, name: str, arguments: dict[str, Any], as_json: bool) -> int:
@@ -87,13 +113,17 @@ def _print_result(result: CallToolResult, as_json: bool) -> int:
             texts.append(getattr(inner, "text", None) or f"[resource {inner.uri}]")
     text = "\n".join(texts)
     code = EXIT_OK
+    failure = envelope_of(result)
     if result.is_error:
-        code = EXIT_USAGE if text.startswith("invalid arguments for") else EXIT_FAILED
+        usage = failure is not None and failure["type"] in ("invalid_arguments", "limit_exceeded", "unknown_tool")
+        code = EXIT_USAGE if usage else EXIT_FAILED
     if as_json:
         print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
-    elif result.is_error:
-        message, _, hint = text.partition("\nHint: ")
-        error(message.strip() or "the tool failed without a message", hint.strip())
+    elif failure is not None:
+        where = f" ({failure['where']})" if failure["where"] else ""
+        error(f"{failure['message']}{where}", failure["hint"])
+    elif result.is_error:  # an imported tool's own error passes through as it came
+        error(text.strip() or "the tool failed without a message", "")
     elif result.structured_content is not None:
         print_json(result.structured_content)
     else:

@@ -45,11 +45,21 @@ class Parents(NamedTuple):
     """--skills DIR ...: extra skill folders."""
     json: argparse.ArgumentParser
     """--json."""
+    servers: argparse.ArgumentParser
+    """--servers FILE and --connect-timeout: the upstream MCP servers a command may need."""
 
 
 def error(message: str, hint: str = "") -> None:
     """Report a failure as `orchestrator: error: ... (hint: ...)` on stderr."""
     print(f"{PROG}: error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
+
+
+def sole_exception(group: BaseExceptionGroup) -> BaseException:
+    """The one failure inside (nested) task groups, to report it as if no group were there."""
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    return found
 
 
 def print_json(data: Any) -> None:
@@ -81,7 +91,15 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     servers = getattr(args, "servers", None)
     if servers and not Path(servers).expanduser().is_file():
         raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
-    return create_server(home=home(args), skill_dirs=getattr(args, "skills", []), watch=watch, servers=servers)
+    from ._allow import allowed_dirs
+
+    return create_server(
+        home=home(args),
+        skill_dirs=getattr(args, "skills", []),
+        watch=watch,
+        servers=servers,
+        allow_dirs=allowed_dirs(args),
+    )
 
 
 def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:

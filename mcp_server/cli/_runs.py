@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, print_json, server
 
 if TYPE_CHECKING:
@@ -38,12 +39,13 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     show.set_defaults(handler=_show)
     resume = actions.add_parser(
         "resume",
-        parents=[common, parents.skills, json_opt],
+        parents=[common, parents.skills, json_opt, parents.servers],
         help="continue a failed, cancelled or interrupted run",
         description="Continue a run without re-running its finished steps, with the same progress display and "
         "exit status as `orchestrator run`.",
     )
     resume.add_argument("run", metavar="RUN", help="a run id (or a unique prefix of one)")
+    add_allow_dir(resume)
     resume.set_defaults(handler=_resume)
 
 
@@ -166,18 +168,23 @@ def _target(args: argparse.Namespace, record: RunRecord) -> str:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from ._pipelines import service_of
+    from ._pipelines import pipeline_needs, service_of
     from ._run import drive
+    from ._upstreams import required
 
     record = find_run(_store(args), args.run)
     if record.status == "succeeded":
         raise UsageError(
             f"run {record.run_id} already succeeded", f"start a new one: `{PROG} run {_target(args, record)}`"
         )
-    service = service_of(server(args))
+    orchestrator = server(args)
+    service = service_of(orchestrator)
     spec = service.specs().get(record.pipeline)
+    needs = pipeline_needs(orchestrator, record.file or record.pipeline)  # the upstreams its steps call
 
-    def start(ctx: SkillContext) -> Any:
-        return service.resume(record.run_id, ctx)
+    async def start(ctx: SkillContext) -> Any:
+        orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
+        async with required(orchestrator, needs, args.connect_timeout):
+            return await service.resume(record.run_id, ctx)
 
     return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json)

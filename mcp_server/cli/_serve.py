@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..transports import SessionLimits
+from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int, server
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         default=None,
         help="bearer token every HTTP request must carry (default: $ORCHESTRATOR_TOKEN)",
     )
+    add_allow_dir(serve)
     serve.set_defaults(handler=_cmd_serve)
 
 
@@ -149,11 +151,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 f"{', '.join(given)} limit sessions, which --stateless does not keep", "drop one or the other"
             )
     orchestrator = server(args, watch=True)
+    import threading
+
+    # Say how skills' subprocesses will be confined; the bwrap probe runs beside start-up.
+    threading.Thread(target=orchestrator.access.report, name="isolation-probe", daemon=True).start()
     import anyio
 
     from ..transports import serve_http, serve_stdio
 
     if args.transport == "stdio":
+        if sys.stdin.isatty():  # a person, not a client: say what this is waiting for
+            print(_waiting_line(), file=sys.stderr, flush=True)
         anyio.run(_serve_stdio_until_interrupted, orchestrator, serve_stdio)
         return EXIT_OK
     _check_bindable(args.host, args.port)
@@ -194,6 +202,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _given(args: argparse.Namespace, flag: str) -> bool:
     return getattr(args, flag.lstrip("-").replace("-", "_")) != _HTTP_ONLY[flag]
+
+
+def _waiting_line() -> str:
+    """What stdio `serve` prints when started in a terminal, where it looks like a hang."""
+    import shlex
+    import shutil
+
+    command = shutil.which(sys.argv[0]) or sys.argv[0]
+    command = os.path.abspath(command) if os.sep in command else command
+    command = shlex.quote(command)
+    return (
+        f"{PROG}: serving MCP over stdio, waiting for a client on stdin (Ctrl-C stops). Attach one: "
+        f"`{command} claude-config --write` (Claude Desktop) or "
+        f"`npx -y @modelcontextprotocol/inspector {command} serve` (MCP Inspector)"
+    )
 
 
 def _check_bindable(host: str, port: int) -> None:

@@ -1,0 +1,282 @@
+"""Every failed tool call is one error envelope (SPEC 7), in both eras, over memory and stdio."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.streams.text import TextReceiveStream
+from fixtures.adapter_support import fixture_stdio
+from helpers import ORCHESTRATOR, envelope, write_skill
+from mcp import Client, StdioServerParameters
+
+from mcp_server import create_server
+from skills import Catalog
+
+ERAS = ["auto", "legacy"]
+OUTPUTS = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+
+def _skills(root: Path) -> Path:
+    write_skill(
+        root,
+        "adder",
+        contract={
+            "inputs": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a"],
+                "additionalProperties": False,
+            },
+            "outputs": {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]},
+            "run": {"python": "impl:add"},
+        },
+        impl="def add(a, b=1):\n    return {'sum': a + b}\n",
+    )
+    write_skill(
+        root,
+        "crash",
+        contract={"run": {"python": "impl:main"}},
+        impl="def main():\n    raise KeyError('missing-key')\n",
+    )
+    write_skill(
+        root,
+        "slow",
+        contract={"run": {"python": "impl:main"}, "timeout": 0.2, "outputs": OUTPUTS},
+        impl="import anyio\nasync def main():\n    await anyio.sleep(30)\n",
+    )
+    write_skill(
+        root,
+        "gives-up",  # a library inside the skill cancels its own work
+        contract={"run": {"python": "impl:main"}},
+        impl="import asyncio\nasync def main():\n    raise asyncio.CancelledError()\n",
+    )
+    write_skill(
+        root,
+        "odd",  # results JSON cannot carry
+        contract={
+            "inputs": {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]},
+            "run": {"python": "impl:main"},
+        },
+        impl="""
+        import math
+        class Thing:
+            pass
+        def main(kind):
+            return {
+                "set": {"tags": {1, 2}},
+                "bytes": {"raw": b"x"},
+                "object": {"thing": Thing()},
+                "nan": {"mean": math.nan, "top": [1.0, math.inf], "n": 2},
+            }[kind]
+        """,
+    )
+    return root
+
+
+DEEP: list[Any] = [1]
+for _ in range(70):  # deeper than the 64 levels arguments may nest
+    DEEP = [DEEP]
+
+CASES: list[tuple[str, dict[str, Any], str, bool, str]] = [
+    # tool, arguments, type, retryable, where
+    ("adder", {"a": "two"}, "invalid_arguments", False, "a"),
+    ("adder", {"a": 1, "c": 3}, "invalid_arguments", False, "c"),
+    ("addr", {"a": 1}, "unknown_tool", False, "name"),
+    ("crash", {}, "skill_failed", False, "impl.py:2"),
+    ("slow", {}, "timeout", True, ""),
+    ("gives-up", {}, "cancelled", True, ""),
+    ("odd", {"kind": "set"}, "skill_failed", False, "result.tags"),
+    ("odd", {"kind": "bytes"}, "skill_failed", False, "result.raw"),
+    ("odd", {"kind": "object"}, "skill_failed", False, "result.thing"),
+    ("json-query", {"query": "a", "data": DEEP}, "limit_exceeded", False, "data"),
+]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_every_kind_of_failure_is_one_envelope_and_the_server_goes_on(tmp_path: Path, mode: str) -> None:
+    server = create_server(skill_dirs=[_skills(tmp_path / "skills")])
+    async with Client(server, mode=mode) as client, Client(server, mode=mode) as other:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name, arguments, kind, retryable, where in CASES:
+            with anyio.fail_after(20):
+                result = await client.call_tool(name, arguments)
+            error = envelope(result)
+            assert (error["type"], error["retryable"], error["where"]) == (kind, retryable, where), (name, error)
+            assert error["message"] and "Traceback" not in result.content[0].text
+            declared = tools.get(name) is not None and tools[name].output_schema is not None
+            assert (result.structured_content is None) == declared, "structured only where no outputSchema binds it"
+            assert (await other.call_tool("adder", {"a": 1})).structured_content == {"sum": 2}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_nan_and_infinity_come_back_as_null_with_a_warning(tmp_path: Path, mode: str) -> None:
+    server = create_server(skill_dirs=[_skills(tmp_path / "skills")])
+    logs: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    async with Client(server, mode=mode, logging_callback=on_log, log_level="warning") as client:
+        result = await client.call_tool("odd", {"kind": "nan"})
+    assert not result.is_error
+    assert result.structured_content == {"mean": None, "top": [1.0, None], "n": 2}
+    assert json.loads(result.content[0].text) == {"mean": None, "top": [1.0, None], "n": 2}
+    [warning] = [entry for entry in logs if entry.level == "warning"]
+    assert "NaN or Infinity at result.mean, result.top[1]" in warning.data
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_10_mb_argument_is_not_echoed_back_and_others_are_served_meanwhile(tmp_path: Path, mode: str) -> None:
+    server = create_server(skill_dirs=[_skills(tmp_path / "skills")])
+    huge = "x" * 10_000_000
+    answered = anyio.Event()
+    async with Client(server, mode=mode) as client, Client(server, mode=mode) as other:
+
+        async def meanwhile() -> None:
+            assert (await other.call_tool("adder", {"a": 5})).structured_content == {"sum": 6}
+            answered.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(meanwhile)
+            with anyio.fail_after(60):
+                result = await client.call_tool("adder", {"a": huge})
+        await answered.wait()
+        assert (await other.call_tool("adder", {"a": 2})).structured_content == {"sum": 3}
+    error = envelope(result)
+    assert error["type"] == "invalid_arguments"
+    assert len(result.content[0].text) < 2_000
+    assert "… (10000002 chars)" in error["message"]  # the repr of the value, cut with its length
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_failed_pipeline_step_is_named_with_its_line(tmp_path: Path, home: Path, mode: str) -> None:
+    pipelines = home / "pipelines"
+    pipelines.mkdir(parents=True)
+    (pipelines / "breaks.yaml").write_text(
+        "id: breaks\nsteps:\n  - id: fine\n    skill: adder\n    parameters: {a: 1}\n  - id: boom\n    skill: crash\n"
+    )
+    (pipelines / "waits.yaml").write_text("id: waits\nsteps:\n  - id: wait\n    skill: slow\n")
+    server = create_server(home=home, skill_dirs=[_skills(tmp_path / "skills")])
+    async with Client(server, mode=mode) as client:
+        result = await client.call_tool("breaks", {})
+        with anyio.fail_after(20):
+            waited = await client.call_tool("waits", {})
+        registered = await client.call_tool(
+            "register_pipeline", {"yaml": "id: nope\nsteps:\n  - id: a\n    skill: nada\n"}
+        )
+    error = envelope(result)
+    assert error["type"] == "skill_failed" and error["where"] == "step 'boom' (breaks.yaml:6)"
+    assert "failed at step 'boom'" in error["message"] and "runs resume" in error["hint"]
+    late = envelope(waited)  # the step's own kind of failure is the run's
+    assert (late["type"], late["retryable"], late["where"]) == ("timeout", True, "step 'wait' (waits.yaml:3)")
+    refused = envelope(registered, report=True)
+    assert refused["type"] == "invalid_arguments" and refused["where"] == "yaml:4:12"
+    assert "unknown skill 'nada'" in refused["message"]
+    report = registered.structured_content  # the meta tool's own report, which fits its outputSchema
+    assert report is not None and report["registered"] is False and report["issues"][0]["line"] == 4
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_upstream_that_is_gone_is_not_connected_and_its_own_errors_pass_through(home: Path, mode: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "servers.json").write_text(json.dumps({"mcpServers": {"fx": fixture_stdio()}}))
+    server = create_server(home=home)
+    ready = anyio.Event()
+
+    async def on_change(catalog: Catalog) -> None:
+        if "fx_die" in catalog:
+            ready.set()
+
+    server.catalog.subscribe(on_change)
+    async with server.running(), Client(server, mode=mode) as client:
+        with anyio.fail_after(30):
+            await ready.wait()
+        theirs = await client.call_tool("fx_fail", {"message": "nope"})
+        with anyio.fail_after(10):
+            died = await client.call_tool("fx_die", {})
+    text = theirs.content[0].text
+    assert theirs.is_error and "nope" in text and not text.startswith('{"error"')  # the upstream's own, unchanged
+    error = envelope(died)
+    assert error["type"] == "not_connected" and error["retryable"] is True
+    assert error["where"] == "upstream server 'fx'"
+
+
+async def test_over_stdio_failures_are_envelopes_and_a_deep_raw_payload_is_refused_cleanly(
+    tmp_path: Path, home: Path
+) -> None:
+    skills = _skills(tmp_path / "skills")
+    params = StdioServerParameters(
+        command=str(ORCHESTRATOR), args=["serve", "--home", str(home), "--skills", str(skills)], env={}
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode="legacy") as client:
+            unknown = envelope(await client.call_tool("addr", {}))
+            invalid = envelope(await client.call_tool("adder", {"a": "x"}))
+            assert (unknown["type"], invalid["type"]) == ("unknown_tool", "invalid_arguments")
+    # A client that is not the SDK can send nesting the SDK would refuse to serialize: depth 70
+    # passes the transport and meets our bound; depth 5,000 breaks the transport's parser, and
+    # the request still gets an answer (not silence) while the server serves the next one.
+    messages = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": _init()}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        _deep_call(2, 70),
+        _deep_call(3, 5000),
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "adder", "arguments": {"a": 1}}}
+        ),
+    ]
+    answers: dict[Any, Any] = {}
+    command = [str(ORCHESTRATOR), "serve", "--home", str(home), "--skills", str(skills)]
+    with anyio.fail_after(60):
+        async with await anyio.open_process(command) as process:
+            assert process.stdin is not None and process.stdout is not None
+            await process.stdin.send(("\n".join(messages) + "\n").encode())
+            pending = ""
+            async for chunk in TextReceiveStream(process.stdout):
+                *lines, pending = (pending + chunk).split("\n")
+                answers.update({a["id"]: a for a in map(json.loads, lines) if "id" in a})
+                if {2, 3, 4} <= answers.keys():
+                    break
+            await process.stdin.aclose()
+            await process.wait()
+    bounded = json.loads(answers[2]["result"]["content"][0]["text"])["error"]
+    assert bounded["type"] == "limit_exceeded" and "64 levels" in bounded["message"]
+    assert answers[3]["error"]["code"] == -32700 and "recursion limit" in answers[3]["error"]["message"]
+    assert answers[4]["result"]["structuredContent"] == {"sum": 2}
+
+
+def _deep_call(request_id: int, depth: int) -> str:
+    data = "[" * depth + "]" * depth
+    params = f'{{"name":"json-query","arguments":{{"query":"a","data":{data}}}}}'
+    return f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":{params}}}'
+
+
+def _init() -> dict[str, Any]:
+    return {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_unexpected_failure_is_an_envelope_without_internals(tmp_path: Path, home: Path, mode: str) -> None:
+    root = tmp_path / "skills"
+    write_skill(
+        root,
+        "thing",
+        contract={"run": {"python": "impl:main"}},
+        impl="class Thing:\n    pass\ndef main():\n    return {'t': Thing()}\n",
+    )
+    (home / "pipelines").mkdir(parents=True)
+    (home / "pipelines" / "things.yaml").write_text("id: things\nsteps:\n  - id: a\n    skill: thing\n")
+    server = create_server(home=home, skill_dirs=[root])
+    async with Client(server, mode=mode) as client:
+        # A step result the run's checkpoints cannot store fails below the pipeline layer: the
+        # call still ends in an envelope (internal today), never a traceback or a dropped answer.
+        result = await client.call_tool("things", {})
+        assert (await client.call_tool("json-query", {"query": "a", "data": {"a": 1}})).structured_content
+    error = envelope(result)
+    assert error["type"] in ("internal", "skill_failed")
+    text = result.content[0].text
+    assert ("Traceback" not in text and "msgpack" not in text and "Thing" not in text) or error["type"] != "internal"
