@@ -66,7 +66,9 @@ from skills import (
     UnknownSkillError,
 )
 from skills._schema import check_arguments
+from skills.discovery import ARCHIVE_SUFFIXES
 from skills.errors import clip
+from skills.sources import report_roots
 
 from . import __version__
 from ._completion import complete
@@ -315,7 +317,7 @@ class OrchestratorServer(MCPServer):
         skill = self.catalog.find(name)
         if skill is None or skill.root is None:
             raise ResourceNotFoundError(f"no skill named '{clip(name, 64)}' with files (from {clip(text)})")
-        content, mime = read_skill_file(skill.root, rel or "SKILL.md")
+        content, mime = read_skill_file(skill.root, rel or "SKILL.md", getattr(skill, "boundary", None))
         return [ReadResourceContents(content=content, mime_type=mime)]
 
     # -- prompts -----------------------------------------------------------------------------
@@ -612,11 +614,12 @@ def create_server(
     providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})", cache_dir=home.cache_dir))
     for extra in skill_dirs:
         path = Path(extra).expanduser().resolve()
-        if not path.is_dir():
-            log.error("--skills %s is not a directory; skipped", path)
+        if not path.is_dir() and not (path.is_file() and path.suffix.lower() in ARCHIVE_SUFFIXES):
+            log.error("--skills %s is not a directory or a skill archive (.zip, .skill); skipped", path)
             continue
         providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
     catalog = Catalog(providers, enabled=home.enabled_overrides())
+    report_roots(providers)
     upstreams = None
     servers_file = Path(servers).expanduser() if servers else home.servers_file
     if servers_file.is_file() and _lists_servers(servers_file):
@@ -642,7 +645,8 @@ def create_server(
         service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
     home.record(catalog)
     for problem in catalog.problems():
-        log.error("not published: %s", problem.error)
+        skipped = all(p.severity == "warning" for p in problem.problems)
+        log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server

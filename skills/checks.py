@@ -8,6 +8,7 @@ run on the raw YAML too, so a field error in one place never hides a violation e
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Collection
 from pathlib import Path
@@ -16,8 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._yaml import YAMLError, describe_yaml_error, load_yaml
-from .contract import KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
-from .errors import Problem
+from .contract import DESCRIPTION_MAX, KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
+from .errors import Problem, clip
 
 __all__ = ["check_folder", "inside", "read_front_matter"]
 
@@ -84,12 +85,25 @@ def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
     return problems
 
 
-def _check_name(root: Path, skill_md: Path, name: Any, soft: str) -> list[Problem]:
-    if not isinstance(name, str) or not name:
-        return []  # missing / wrong type: the model's own error says so
+def _check_name(root: Path, skill_md: Path, name: Any, soft: str) -> tuple[str | None, list[Problem]]:
+    """Problems of the declared name, and the name to serve when lenient loading falls back to
+    the folder's (a Title-Case or missing name in a folder whose own name is valid)."""
+    folder_ok = NAME_PATTERN.match(root.name) is not None and len(root.name) <= 64
+    if name is None or (isinstance(name, str) and not name.strip()):
+        if soft == "warning" and folder_ok:
+            message = f"no name in the front matter; served as '{root.name}' (the folder name)"
+            return root.name, [Problem(skill_md, message, field="name", severity="warning", hint=_HINTS["name"])]
+        return None, []  # the model's own error says "field required"
+    if not isinstance(name, str):
+        return None, []  # wrong type: the model's own error says so
     problems = []
     if not (name.isascii() and all(c.isalnum() or c in "-_" for c in name)) or len(name) > 64:
-        problems.append(Problem(skill_md, f"name '{name}' cannot be a tool name", field="name", hint=_HINTS["name"]))
+        if soft == "warning" and folder_ok:
+            message = f"name '{clip(name, 80)}' is not a valid skill name; served as '{root.name}' (the folder name)"
+            return root.name, [Problem(skill_md, message, field="name", severity="warning", hint=_HINTS["name"])]
+        problems.append(
+            Problem(skill_md, f"name '{clip(name, 80)}' cannot be a tool name", field="name", hint=_HINTS["name"])
+        )
     elif not NAME_PATTERN.match(name):
         message = f"name '{name}' is not lowercase-hyphen form"
         problems.append(Problem(skill_md, message, field="name", severity=soft, hint=_HINTS["name"]))
@@ -97,13 +111,49 @@ def _check_name(root: Path, skill_md: Path, name: Any, soft: str) -> list[Proble
         problems.append(
             Problem(
                 skill_md,
-                f"name '{name}' differs from the folder name '{root.name}'",
+                f"name '{clip(name, 80)}' differs from the folder name '{root.name}'",
                 field="name",
                 severity=soft,
                 hint="rename the folder or the skill",
             )
         )
+    return None, problems
+
+
+def _check_metadata(skill_md: Path, known: dict[str, Any], soft: str) -> list[Problem]:
+    """`metadata` maps strings to strings (Agent Skills spec); lenient loading serves other values
+    as text, with a warning."""
+    meta = known.get("metadata")
+    if not isinstance(meta, dict):
+        return []  # absent, or not a mapping: the model's own error says so
+    problems = []
+    for key, value in meta.items():
+        if isinstance(value, str):
+            continue
+        kind = type(value).__name__ if value is not None else "null"
+        problems.append(
+            Problem(
+                skill_md,
+                f"metadata '{key}' is a {kind}, not a string",
+                field=f"metadata.{key}",
+                severity=soft,
+                hint="quote the value; metadata maps string keys to string values",
+            )
+        )
+    known["metadata"] = {
+        str(k): v if isinstance(v, str) else json.dumps(v, default=str, ensure_ascii=False) for k, v in meta.items()
+    }
     return problems
+
+
+def _check_description(skill_md: Path, known: dict[str, Any], soft: str) -> list[Problem]:
+    """A description over 1,024 characters is an error in `validate`; loading serves it cut."""
+    text = known.get("description")
+    if soft != "warning" or not isinstance(text, str) or len(text) <= DESCRIPTION_MAX:
+        return []
+    known["description"] = text[:DESCRIPTION_MAX]
+    message = f"the description has {len(text):,} characters; served cut at {DESCRIPTION_MAX:,}"
+    return [Problem(skill_md, message, field="description", severity="warning", hint=_HINTS["description"])]
 
 
 def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Problem]]:
@@ -125,23 +175,25 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
         Problem(
             skill_md,
             f"unknown front-matter key '{key}'",
-            field=key,
+            field=str(key),
             severity=soft,
             hint="the Agent Skills spec allows name, description, license, compatibility, metadata, "
             "allowed-tools; put anything else under metadata",
         )
-        for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS)
+        for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS, key=str)
     ]
     known = {k: v for k, v in data.items() if k in KNOWN_FRONT_MATTER_KEYS}
-    if isinstance(known.get("metadata"), dict):
-        known["metadata"] = {str(k): v if isinstance(v, str) else str(v) for k, v in known["metadata"].items()}
+    problems += _check_metadata(skill_md, known, soft) + _check_description(skill_md, known, soft)
+    served, name_problems = _check_name(root, skill_md, data.get("name"), soft)
+    if served is not None:
+        known["name"] = served
     front = None
     try:
         front = FrontMatter.model_validate(known)
     except ValidationError as exc:
         problems.extend(_from_validation(skill_md, exc))
     if not any(p.field == "name" for p in problems):
-        problems.extend(_check_name(root, skill_md, data.get("name"), soft))
+        problems.extend(name_problems)
     return front, problems
 
 

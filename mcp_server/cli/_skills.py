@@ -78,8 +78,15 @@ def _skills_list(args: argparse.Namespace) -> int:
     rows = [(s, True) for s in catalog] + [(s, False) for s in catalog.disabled()]
     rows.sort(key=lambda row: row[0].name)
     problems = catalog.problems()
+    overrides = catalog.overrides()
     if args.json:
-        print_json({"skills": [_summary(s, on) for s, on in rows], "problems": [_problem_json(p) for p in problems]})
+        print_json(
+            {
+                "skills": [_summary(s, on) for s, on in rows],
+                "problems": [_problem_json(p) for p in problems],
+                "overrides": [o.as_dict() for o in overrides],
+            }
+        )
     else:
         import shutil
 
@@ -97,6 +104,10 @@ def _skills_list(args: argparse.Namespace) -> int:
             print(text)
         if not rows:
             print("no skills found")
+    from skills.sources import report_roots
+
+    for warning in [*map(str, overrides), *report_roots(catalog.providers)]:
+        print(f"warning: {warning}", file=sys.stderr)
     report_load_problems(problems)
     return EXIT_OK
 
@@ -139,16 +150,19 @@ def _skills_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _skill_folders(root: Path) -> list[Path]:
-    if (root / "SKILL.md").is_file() or (root / "skill.yaml").is_file():
-        return [root]
-    return sorted(
-        p
-        for p in root.iterdir()
-        if p.is_dir()
-        and not p.name.startswith((".", "_"))
-        and any((p / f).is_file() for f in ("SKILL.md", "skill.yaml"))
-    )
+def _skill_folders(root: Path) -> tuple[list[Path], list[Problem]]:
+    """The skill folders under `root` (searched as the server searches a root, archives aside),
+    and what was skipped there, as problems."""
+    from skills import Problem
+    from skills.discovery import discover
+
+    found = discover(root)
+    skipped = [Problem(s.path, s.reason, hint=s.hint, severity=s.severity) for s in found.skipped]
+    skipped += [
+        Problem(a, "a skill archive: not checked", hint="unpack it to validate its skills", severity="warning")
+        for a in found.archives
+    ]
+    return found.folders, skipped
 
 
 def _skills_validate(args: argparse.Namespace) -> int:
@@ -156,13 +170,14 @@ def _skills_validate(args: argparse.Namespace) -> int:
 
     explicit = args.dir is not None
     root = Path(args.dir).expanduser() if explicit else home(args).skills_dir
+    skipped: list[Problem] = []
     if not root.is_dir():
         if explicit:
             raise UsageError(f"{root} is not a directory", "give a skill folder or a folder of skill folders")
         folders: list[Path] = []
     else:
-        folders = _skill_folders(root)
-    if explicit and not folders:
+        folders, skipped = _skill_folders(root)
+    if explicit and not folders and not skipped:
         raise UsageError(f"no skill folder in {root}", "a skill folder holds a SKILL.md")
     results = []
     for folder in folders:
@@ -177,6 +192,7 @@ def _skills_validate(args: argparse.Namespace) -> int:
                 )
             )
         results.append((folder, front.name if front is not None else folder.name, problems))
+    results += [(p.path, p.path.name, [p]) for p in skipped]
     errors = sum(p.severity == "error" for _, _, ps in results for p in ps)
     warnings = sum(p.severity != "error" for _, _, ps in results for p in ps)
     if args.json:
