@@ -34,7 +34,11 @@ from mcp_types import (
     EmptyResult,
     GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListToolsResult,
     NotificationParams,
+    PaginatedRequestParams,
     PromptMessage,
     SetLevelRequestParams,
     TextContent,
@@ -71,10 +75,13 @@ from skills.errors import clip
 from skills.sources import report_roots
 
 from . import __version__
+from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
+from ._paging import DEFAULT_PAGE_SIZE, Pager
 from ._pipelines import META_TOOLS, MetaTool, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
+from ._skills_ext import SkillsExtension
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -105,8 +112,21 @@ class OrchestratorServer(MCPServer):
         watch: bool = False,
         pipelines: PipelineService | None = None,
         servers: ServerSource | None = None,
+        catalogue: CatalogueMode = "auto",
+        catalogue_threshold: int = DEFAULT_THRESHOLD,
+        page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
-        super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+        pager = Pager(page_size)
+        super().__init__(
+            name="orchestrator",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            log_level="WARNING",
+            extensions=[SkillsExtension(lambda: self.catalog, pager)],
+        )
+        self.pager = pager
+        self.catalogue: CatalogueMode = catalogue
+        self.catalogue_threshold = catalogue_threshold
         self.catalog = catalog
         self.home = home
         self.pipelines = pipelines
@@ -129,7 +149,7 @@ class OrchestratorServer(MCPServer):
         self._log_levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         low.add_request_handler("logging/setLevel", SetLevelRequestParams, self._set_log_level)
         low.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
-        self._wire_cache: dict[tuple[str, str, int], Any] = {}
+        self._wire_cache: dict[tuple[str, str, int, str], Any] = {}
         low.middleware.append(self._cached_listings)
 
     async def _cached_listings(self, ctx: Any, call_next: Any) -> Any:
@@ -139,9 +159,10 @@ class OrchestratorServer(MCPServer):
         tools); the listing only changes with the Catalog, so its wire dict is kept per
         (method, protocol version, catalog version) and reused until the Catalog changes.
         """
-        if ctx.method not in _LISTINGS or (ctx.params or {}).get("cursor"):
+        if ctx.method not in _LISTINGS:
             return await call_next(ctx)
-        key = (ctx.method, ctx.protocol_version or "", self.catalog.version)
+        cursor = (ctx.params or {}).get("cursor")
+        key = (ctx.method, ctx.protocol_version or "", self.catalog.version, cursor if isinstance(cursor, str) else "")
         hit = self._wire_cache.get(key)
         if hit is None:
             hit = await call_next(ctx)
@@ -151,20 +172,30 @@ class OrchestratorServer(MCPServer):
         return hit
 
     # -- tools -----------------------------------------------------------------------------
+    def catalogue_active(self) -> bool:
+        """Whether tools/list shows the catalogue tools instead of one tool per skill (`_catalogue`)."""
+        return self.catalogue == "on" or (self.catalogue == "auto" and len(self.catalog) > self.catalogue_threshold)
+
     async def list_tools(self) -> list[MCPTool]:
         cached = self._tool_cache
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
-        tools = [_tool_of(skill) for skill in self.catalog]
+        tools = catalogue_tools() if self.catalogue_active() else [_tool_of(skill) for skill in self.catalog]
         if self.pipelines is not None:
             tools += [meta.tool for meta in META_TOOLS.values()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        tools, cursor = self.pager.page("tools/list", await self.list_tools(), params.cursor if params else None)
+        return ListToolsResult(tools=tools, next_cursor=cursor)
+
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
         skill = self.catalog.find(name)
         if skill is None and name in META_TOOLS:
             return META_TOOLS[name].tool.input_schema
+        if skill is None and name in CATALOGUE_TOOLS:
+            return CATALOGUE_TOOLS[name].input_schema
         return None if skill is None else skill.input_schema
 
     async def call_tool(
@@ -175,6 +206,8 @@ class OrchestratorServer(MCPServer):
         if skill is None:
             if name in META_TOOLS and self.pipelines is not None:
                 return await self._call_meta(META_TOOLS[name], arguments, context)
+            if name in CATALOGUE_TOOLS and self.catalogue_active():
+                return await call_catalogue(self, name, arguments, context)
             return error_result(self._unknown(name), where="name")
         schema = skill.output_schema
         try:
@@ -250,6 +283,12 @@ class OrchestratorServer(MCPServer):
         return ctx
 
     # -- resources ---------------------------------------------------------------------------
+    async def _handle_list_resources(self, ctx: Any, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        items, cursor = self.pager.page(
+            "resources/list", await self.list_resources(), params.cursor if params else None
+        )
+        return ListResourcesResult(resources=items, next_cursor=cursor)
+
     async def list_resources(self) -> list[MCPResource]:
         return [
             MCPResource(
@@ -321,6 +360,10 @@ class OrchestratorServer(MCPServer):
         return [ReadResourceContents(content=content, mime_type=mime)]
 
     # -- prompts -----------------------------------------------------------------------------
+    async def _handle_list_prompts(self, ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        items, cursor = self.pager.page("prompts/list", await self.list_prompts(), params.cursor if params else None)
+        return ListPromptsResult(prompts=items, next_cursor=cursor)
+
     async def list_prompts(self) -> list[MCPPrompt]:
         return [
             MCPPrompt(
@@ -604,8 +647,14 @@ def create_server(
     builtin: bool = True,
     pipelines: bool = True,
     servers: str | Path | None = None,
+    catalogue: CatalogueMode = "auto",
+    catalogue_threshold: int = DEFAULT_THRESHOLD,
+    page_size: int = DEFAULT_PAGE_SIZE,
 ) -> OrchestratorServer:
-    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins)."""
+    """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
+
+    `catalogue`, `catalogue_threshold`: catalogue mode (see `_catalogue`); `page_size`: items per
+    page of tools/list, resources/list, prompts/list and skills/list."""
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
     providers: list[SkillProvider] = []
@@ -647,7 +696,16 @@ def create_server(
     for problem in catalog.problems():
         skipped = all(p.severity == "warning" for p in problem.problems)
         log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
-    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams)
+    server = OrchestratorServer(
+        catalog,
+        home=home,
+        watch=watch,
+        pipelines=service,
+        servers=upstreams,
+        catalogue=catalogue,
+        catalogue_threshold=catalogue_threshold,
+        page_size=page_size,
+    )
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server

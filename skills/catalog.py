@@ -24,8 +24,19 @@ __all__ = ["RESERVED_NAMES", "TOOL_NAME", "Catalog", "FolderProvider", "LoadProb
 log = logging.getLogger("skills.catalog")
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-RESERVED_NAMES = frozenset({"validate_pipeline", "register_pipeline", "create_skill", "plan_and_run"})
-"""Meta tools of the server; no skill, pipeline or upstream tool may take these names."""
+RESERVED_NAMES = frozenset(
+    {
+        "validate_pipeline",
+        "register_pipeline",
+        "create_skill",
+        "plan_and_run",
+        "find_skills",
+        "read_skill",
+        "call_skill",
+    }
+)
+"""Meta tools of the server (and the catalogue mode's tools); no skill, pipeline or upstream tool
+may take these names."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ binary files, tooling folders that must not be searched, and a `.skill` archive.
 from __future__ import annotations
 
 import io
+import json
 import stat
 import zipfile
 from pathlib import Path
@@ -66,7 +67,7 @@ EXPECTED = {"pdf", "claude-api", "ahrefs-automation", "dot-skill", "deep-skill",
 
 
 def skill_md(name: str, description: str = "A skill from an archive.") -> str:
-    return f"---\nname: {name}\ndescription: {description}\n---\nBody of {name}.\n"
+    return f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\nBody of {name}.\n"
 
 
 def skill_zip(members: dict[str, str | bytes], *, links: dict[str, str] | None = None) -> bytes:

@@ -85,7 +85,10 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     servers = getattr(args, "servers", None)
     if servers and not Path(servers).expanduser().is_file():
         raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
-    return create_server(home=home(args), skill_dirs=getattr(args, "skills", []), watch=watch, servers=servers)
+    listing = {k: getattr(args, k) for k in ("catalogue", "catalogue_threshold", "page_size") if hasattr(args, k)}
+    return create_server(
+        home=home(args), skill_dirs=getattr(args, "skills", []), watch=watch, servers=servers, **listing
+    )
 
 
 def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:
