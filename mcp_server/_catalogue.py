@@ -13,17 +13,17 @@ threshold (`--catalogue-threshold`, default 100).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills import Skill, SkillsError, UnknownSkillError
 from skills._schema import check_arguments
 from skills.errors import clip
 
+from ._pipelines import _structured
 from ._results import error_result
 
 if TYPE_CHECKING:
@@ -149,11 +149,6 @@ def find(skills: list[Skill], query: str, limit: int) -> list[Skill]:
             scored.append((-score, skill.name, skill))
     scored.sort(key=lambda row: row[:2])
     return [row[2] for row in scored[:limit]]
-
-
-def _structured(data: dict[str, Any]) -> CallToolResult:
-    text = json.dumps(data, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
 async def call_catalogue(
