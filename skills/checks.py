@@ -14,13 +14,14 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from ._yaml import YAMLError, describe_yaml_error, load_yaml
 from .contract import DESCRIPTION_MAX, KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
 from .errors import Problem, clip
 
-__all__ = ["check_folder", "inside", "read_front_matter"]
+__all__ = ["check_folder", "inside", "load_front", "read_front_matter"]
 
 _ALLOWED = re.compile(r"^[a-zA-Z0-9_*?\[\]-]{1,64}$")
 """A tool name, or a shell-style pattern of tool names, in an agent's allow-list."""
@@ -50,6 +51,38 @@ def read_front_matter(path: Path) -> tuple[str, int]:
                 return "".join(lines), number + 1
             lines.append(line)
     raise ValueError("the front matter is never closed: add a '---' line after it")
+
+
+_FLAT_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):[ ]+([^\s\-?:,\[\]{}#&*!|>'\"%@`][^\n]*?)[ \t]*\r?\n?")
+_QUOTED_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):[ ]+(?:\"([^\"\\\n]*)\"|'([^'\n]*)')[ \t]*\r?\n?")
+"""`key: "text"` or `key: 'text'` without escapes or inner quotes: the text is the value as written."""
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def load_front(text: str) -> Any:
+    """The front matter's data: `key: plain text` lines read directly, anything else by YAML.
+
+    Most front matter is a few such lines (name, description); reading them without building a
+    YAML node graph keeps 1,000 skills loading in well under 300 ms. A line is taken directly
+    only when YAML would read it the same way: a plain scalar (no quote, indicator, ': ' or
+    ' #') that YAML resolves to a string (not a number, date, boolean or null), each key once.
+    """
+    data: dict[str, str] = {}
+    for line in text.splitlines(keepends=True):
+        quoted = _QUOTED_LINE.fullmatch(line)
+        if quoted is not None and quoted[1] not in data:
+            data[quoted[1]] = quoted[2] if quoted[2] is not None else quoted[3]
+            continue
+        match = _FLAT_LINE.fullmatch(line)
+        if match is None or match[1] in data:
+            return load_yaml(text)
+        value = match[2]
+        if ": " in value or " #" in value or value.endswith(":") or "\t" in value:
+            return load_yaml(text)
+        if _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) != "tag:yaml.org,2002:str":
+            return load_yaml(text)
+        data[match[1]] = value
+    return data if data else load_yaml(text)
 
 
 def inside(root: Path, rel: str) -> Path | None:
@@ -161,7 +194,7 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
     soft = "error" if strict else "warning"
     try:
         raw, _ = read_front_matter(skill_md)
-        data = load_yaml(raw) or {}
+        data = load_front(raw) or {}
         if not isinstance(data, dict):
             raise ValueError("the front matter must be a YAML mapping (key: value lines)")
     except FileNotFoundError:
