@@ -41,7 +41,7 @@ from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
 if TYPE_CHECKING:
     from skills import Catalog
 
-__all__ = ["check_text", "verify"]
+__all__ = ["all_issues", "check_text", "verify"]
 
 _BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _REMOVED_GLOBALS = frozenset({"lipsum", "cycler", "joiner", "namespace"})
@@ -60,8 +60,26 @@ def check_text(
     try:
         spec, smap = load_spec(text, file)
     except VerificationError as exc:
-        return None, sorted(exc.issues, key=lambda i: (i.line, i.col))
+        return None, all_issues(exc, catalog=catalog, pipelines=pipelines, models=models)
     return spec, verify(spec, smap, catalog=catalog, pipelines=pipelines, models=models)
+
+
+def all_issues(
+    exc: VerificationError,
+    *,
+    catalog: Catalog | None = None,
+    pipelines: Mapping[str, PipelineSpec] | None = None,
+    models: Collection[str] | None = None,
+) -> list[Issue]:
+    """A load's issues plus what verification finds in the rest of the pipeline (`exc.partial`),
+    sorted by position: the schema's mistakes do not hide the others."""
+    issues = list(exc.issues)
+    if exc.partial is not None:
+        spec, smap = exc.partial
+        seen = {(i.line, i.col) for i in issues}
+        more = verify(spec, smap, catalog=catalog, pipelines={**(pipelines or {}), spec.id: spec}, models=models)
+        issues += [i for i in more if (i.line, i.col) not in seen]
+    return sorted(issues, key=lambda i: (i.line, i.col))
 
 
 def verify(
