@@ -16,7 +16,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("spawn", "tools_list", "call", "lookup", "pipeline_step", "fanout", "pipeline_compile", "upstream", "wild")
+SCRIPTS = (
+    "spawn", "tools_list", "call", "lookup", "pipeline_step", "fanout", "pipeline_compile", "upstream", "confine",
+    "wild",
+)  # fmt: skip
 
 
 def run(name: str) -> tuple[list[str], float, int]:

@@ -78,9 +78,7 @@ def main(reps: int) -> None:
             ["publish 10 skills (reference)", c.ms(c.median(ref)), c.ms(min(ref))],
             ["cold load of 1,000 skills (Catalog, no cache)", c.ms(c.median(loads)), c.ms(min(loads))],
         ]
-    print(
-        f"{c.load_note(start_load)}\nmedian and best of {reps}; publish: create_server + first tools/list\n"
-    )
+    print(f"{c.load_note(start_load)}\nmedian and best of {reps}; publish: create_server + first tools/list\n")
     c.table(["what", "median", "best"], rows)
     print(
         f"\ntool definitions for 1,200 skills: catalogue mode {catalogue_bytes:,} B, one tool per skill "

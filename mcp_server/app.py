@@ -75,6 +75,7 @@ from skills.errors import clip
 from skills.sources import report_roots
 
 from . import __version__
+from ._access import Access
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
 from ._paging import DEFAULT_PAGE_SIZE, Pager
@@ -115,6 +116,7 @@ class OrchestratorServer(MCPServer):
         catalogue: CatalogueMode = "auto",
         catalogue_threshold: int = DEFAULT_THRESHOLD,
         page_size: int = DEFAULT_PAGE_SIZE,
+        access: Access | None = None,
     ) -> None:
         pager = Pager(page_size)
         super().__init__(
@@ -132,6 +134,8 @@ class OrchestratorServer(MCPServer):
         self.pipelines = pipelines
         self.servers = servers
         self.watch = watch
+        self.access = access or Access(home)
+        """Allowed roots (the client's too) and isolation settings given to each call."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
@@ -144,6 +148,7 @@ class OrchestratorServer(MCPServer):
             lambda notification_options=None, *a, **k: create(notification_options or changes, *a, **k)
         )
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
+        self.access.install(low)
         # Logging (handshake era: `logging/setLevel` per session) and completion are declared
         # because they are served: the SDK derives both capabilities from these handlers.
         self._log_levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -214,7 +219,8 @@ class OrchestratorServer(MCPServer):
             check_arguments(name, skill.input_schema, arguments)
             ctx = self.skill_context(skill, context)
             run_resumable = _run_resumable()
-            value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
+            async with self.access.bound(ctx, context):
+                value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
         except SkillsError as exc:
             log.info("tool %s failed: %s", name, exc)
             return error_result(exc, where=where_in(skill.root, exc), output_schema=schema)
@@ -254,7 +260,8 @@ class OrchestratorServer(MCPServer):
             return error_result(exc, output_schema=schema)
         meta_ctx = self.skill_context(_MetaSkill(meta.tool.name), context)
         try:
-            return await _run_resumable()(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
+            async with self.access.bound(meta_ctx, context):
+                return await _run_resumable()(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
         except SkillsError as exc:
             log.info("tool %s failed: %s", meta.tool.name, exc)
             return error_result(exc, output_schema=schema)
@@ -650,11 +657,15 @@ def create_server(
     catalogue: CatalogueMode = "auto",
     catalogue_threshold: int = DEFAULT_THRESHOLD,
     page_size: int = DEFAULT_PAGE_SIZE,
+    allow_dirs: Sequence[str | Path] | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
 
     `catalogue`, `catalogue_threshold`: catalogue mode (see `_catalogue`); `page_size`: items per
-    page of tools/list, resources/list, prompts/list and skills/list."""
+    page of tools/list, resources/list, prompts/list and skills/list. `allow_dirs`: the folders
+    file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else the working directory; a
+    client's MCP roots narrow them).
+    """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
     providers: list[SkillProvider] = []
@@ -696,12 +707,14 @@ def create_server(
     for problem in catalog.problems():
         skipped = all(p.severity == "warning" for p in problem.problems)
         log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
+    access = Access(home, allow_dirs)
     server = OrchestratorServer(
         catalog,
         home=home,
         watch=watch,
         pipelines=service,
         servers=upstreams,
+        access=access,
         catalogue=catalogue,
         catalogue_threshold=catalogue_threshold,
         page_size=page_size,

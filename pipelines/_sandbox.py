@@ -175,13 +175,23 @@ def from_json(text: str) -> Any:
 
 
 def list_files(directory: str = ".", pattern: str = "*") -> list[str]:
-    """Sorted paths of the files under `directory` matching `pattern` (`**/` recurses)."""
+    """Sorted paths of the files under `directory` matching `pattern` (`**/` recurses).
+
+    Only inside the allowed roots of the run (as the file built-ins), never a secret.
+    """
+    from skills.roots import PathNotAllowedError, roots_of
+
+    roots = roots_of(None)
+    try:
+        roots.check(directory, field="list_files")
+    except PathNotAllowedError as exc:
+        raise ExpressionError(f"list_files: {exc.message}", hint=exc.hint) from None
     if not Path(directory).is_dir():
         raise ExpressionError(f"list_files: '{directory}' is not a directory", hint="paths are relative to the server")
     found: list[str] = []
     for path in Path(directory).glob(pattern):
         check_deadline()
-        if path.is_file():
+        if path.is_file() and roots.allows(Path(os.path.realpath(path))):
             found.append(str(path))
             if len(found) > MAX_FILES:
                 raise ExpressionError(

@@ -21,12 +21,15 @@ from .errors import (
 )
 from .folder import FolderSkill, check_folder, load_folder
 from .home import BUILTIN_SKILLS_DIR, Home
+from .isolation import Isolation, IsolationSettings
+from .roots import AllowedRoots, PathNotAllowedError
 from .sources import FolderSource, RootReport
 
 __all__ = [
     "BUILTIN_SKILLS_DIR",
     "RESERVED_NAMES",
     "TOOL_NAME",
+    "AllowedRoots",
     "ArgumentsError",
     "Catalog",
     "DefinitionError",
@@ -36,11 +39,14 @@ __all__ = [
     "FolderSource",
     "FrontMatter",
     "Home",
+    "Isolation",
+    "IsolationSettings",
     "LimitExceededError",
     "LoadProblem",
     "NotConnectedError",
     "OutputError",
     "Override",
+    "PathNotAllowedError",
     "Problem",
     "RootReport",
     "Skill",

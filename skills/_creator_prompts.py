@@ -13,8 +13,10 @@ A skill is a small program published as an MCP tool. It is a Python 3 script, ru
 `python scripts/run.py` in a sandbox: it reads ONE JSON object (the tool's arguments) from
 stdin and prints ONE JSON object (the result) on stdout, then exits 0. Diagnostics go to
 stderr. Bad input: print a clear message to stderr and exit 1. Only the standard library is
-available; there is no network; the working directory is a scratch folder; memory and time
-are limited. It must not touch files it was not asked to read or write."""
+available. The sandbox has no network (do not try to reach one), a read-only view of the
+system and of the skill's own folder, a writable working directory (a scratch folder, also
+HOME) and a private /tmp; memory, time and the number of processes are limited. It must not
+touch files it was not asked to read or write."""
 
 ATOMIZE = f"""\
 You are the atomizer of a skill factory (stage 1 of 4: atomize, plan, execute, aggregate).

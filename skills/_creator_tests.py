@@ -1,4 +1,4 @@
-"""Test cases of a created skill (`tests.json`) and their run in the script sandbox.
+"""Test cases of a created skill (`tests.json`) and their run in the script sandbox (confined).
 
 A case gives `arguments` and what to expect of the result: `expected` (every key given must
 match, extra keys in the result are fine; numbers compare with a small tolerance) and/or
@@ -22,6 +22,7 @@ from ._script import run_script
 from .base import LogFn
 from .contract import SkillContract
 from .errors import SkillsError
+from .isolation import Isolation
 
 __all__ = ["Check", "TestCase", "TestOutcome", "run_cases"]
 
@@ -88,19 +89,33 @@ class TestOutcome(BaseModel):
 
 
 async def run_cases(
-    folder: Path, name: str, contract: SkillContract, cases: list[TestCase], *, log: LogFn | None = None
+    folder: Path,
+    name: str,
+    contract: SkillContract,
+    cases: list[TestCase],
+    *,
+    isolation: Isolation,
+    log: LogFn | None = None,
 ) -> list[TestOutcome]:
     """Run every case against the skill's script in the sandbox, with its own limits."""
     assert contract.run.script is not None
     outcomes = []
     with tempfile.TemporaryDirectory(prefix=f"orchestrator-test-{name}-") as work:
         for index, case in enumerate(cases, start=1):
-            outcomes.append(await _run_case(folder, name, contract, case, index, Path(work) / str(index), log))
+            where = Path(work) / str(index)
+            outcomes.append(await _run_case(folder, name, contract, case, index, where, isolation, log))
     return outcomes
 
 
 async def _run_case(
-    folder: Path, name: str, contract: SkillContract, case: TestCase, index: int, work: Path, log: LogFn | None
+    folder: Path,
+    name: str,
+    contract: SkillContract,
+    case: TestCase,
+    index: int,
+    work: Path,
+    isolation: Isolation,
+    log: LogFn | None,
 ) -> TestOutcome:
     outcome = TestOutcome(index=index, passed=False, arguments=case.arguments)
     try:
@@ -119,6 +134,9 @@ async def _run_case(
             max_output_bytes=contract.max_output_bytes,
             env_allow=contract.env,
             log=log,
+            folder=folder,
+            network=contract.network,
+            isolation=isolation,
         )
     except SkillsError as exc:
         outcome.error = str(exc)

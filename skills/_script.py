@@ -1,34 +1,28 @@
 """The `script` executor: a skill's program as a confined subprocess (a security boundary).
 
-- Time: at the deadline the script's whole process group gets SIGTERM, SIGKILL after a short
-  grace, and is reaped; RLIMIT_CPU backs the wall clock up.
-- Memory, file size, descriptors, core dumps: RLIMIT_AS/FSIZE/NOFILE/CORE, set in the child by
-  a tiny bootstrap (`python -I -S -c`: setrlimit, then execv the script). `anyio.open_process`
-  has no `preexec_fn`, and `preexec_fn` is unsafe in a threaded server anyway (the forked child
-  can deadlock on a lock another thread held); the bootstrap costs ~10 ms on any anyio backend.
+- Confinement (`skills._confine`, bubblewrap where it works): no network unless skill.yaml says
+  `network: true`; the system and the skill folder read-only; the call's artifact directory as
+  the one writable work directory; private /tmp; its own PID namespace, so nothing of the
+  server's is visible in /proc and every descendant dies with the call, `setsid` ones too.
+  Without bubblewrap the same limits apply except the jail (the server says so at start-up).
+- Time: at the deadline the whole jail is stopped (SIGTERM, grace, SIGKILL) and reaped;
+  RLIMIT_CPU backs the wall clock up.
+- Memory, file size, descriptors, core dumps, process count: RLIMIT_AS/FSIZE/NOFILE/CORE/NPROC,
+  set by the jail's bootstrap before the script starts.
 - Output: stdout is capped while it is read; stderr goes to the log, bounded, never the result.
 - Environment: built from scratch; nothing of the server's (API keys, tokens, cloud
   credentials) reaches the script unless skill.yaml lists the name under `env:`.
-- No leftovers: its own session; when the script exits, or on timeout, overflow or
-  cancellation, everything left in its process group is killed.
-
-Not covered (needs containers or cgroups): network, files the server's user can read, and a
-descendant that leaves the process group (setsid/setpgid).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
-import resource
-import shutil
 import signal
 import site
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,42 +30,25 @@ from typing import Any
 
 import anyio
 from anyio import CancelScope
-from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from ._confine import PYTHON, RUN_PYTHON, SYSTEM_PATH, Jail, Jailed
 from .base import LogFn, LogLevel
 from .errors import OutputError, SkillRunError, SkillTimeoutError
+from .isolation import Isolation, probe
 
 __all__ = ["run_script"]
 
-_GRACE = 1.0  # seconds between SIGTERM and SIGKILL: time for the script to clean up
 _DRAIN = 1.0  # seconds to finish reading pipes once the script has exited
-_FSIZE = 100 * 2**20  # largest file the script may write
-_NOFILE = 1024
+_NPROC = 64  # processes (and threads) a script may run at once
 _LOG_LINES = 200  # stderr lines forwarded per call; the rest are counted
 _LINE_CHARS = 2000
 _TAIL = 5  # stderr lines quoted in an error message
 _OOM_MARKERS = ("memoryerror", "cannot allocate memory", "out of memory", "bad_alloc")
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # log spoofing
-_PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
 _logger = logging.getLogger("skills.script")
-
-# argv[1]: "resource:soft:hard,..."; argv[2:]: the program. Python ignores SIGPIPE and SIGXFSZ
-# and ignored signals survive exec, so they are reset for non-Python programs.
-_BOOTSTRAP = """\
-import os, resource as r, signal as s, sys
-for spec in sys.argv[1].split(","):
-    k, soft, hard = map(int, spec.split(":"))
-    cap = r.getrlimit(k)[1]
-    cap = hard if cap == r.RLIM_INFINITY else cap
-    try: r.setrlimit(k, (min(soft, cap), min(hard, cap)))
-    except (ValueError, OSError) as e: sys.stderr.write(f"orchestrator: resource limit {k}: {e}\\n")
-s.signal(s.SIGPIPE, s.SIG_DFL); s.signal(s.SIGXFSZ, s.SIG_DFL)
-try:
-    os.execv(sys.argv[2], sys.argv[2:])
-except OSError as e:
-    sys.stderr.write(f"orchestrator: cannot execute {sys.argv[2]}: {e.strerror}\\n")
-    os._exit(126)
-"""
+_SITE_PACKAGES = tuple(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+"""What a Python script may import besides the standard library: the server's installed packages."""
 
 
 async def run_script(
@@ -85,42 +62,45 @@ async def run_script(
     max_output_bytes: int,
     env_allow: Sequence[str] = (),
     log: LogFn | None = None,
+    folder: Path | None = None,
+    network: bool = False,
+    isolation: Isolation | None = None,
 ) -> Any:
     """Run `program` with `arguments` as JSON on stdin and return the JSON it prints on stdout.
+
+    `folder` is the skill folder the script may read (default: the program's folder);
+    `isolation` says how to confine it (default: as this machine allows).
 
     Raises:
         SkillTimeoutError: it did not finish within `timeout` seconds (it was killed).
         OutputError: it printed more than `max_output_bytes`, or something that is not JSON.
         SkillRunError: it could not start, exited non-zero, or ran out of memory.
     """
+    isolation = isolation if isolation is not None else await anyio.to_thread.run_sync(probe)
     command = _command(program, skill)
-    limits = _limits(timeout, memory_mb)
+    jail = Jail(
+        workdir=workdir,
+        read_only=(folder or program.parent,),
+        network=network,
+        nproc=_NPROC,
+        memory_mb=memory_mb,
+        timeout=timeout,
+        tmp_mb=min(memory_mb, 1024),
+    )
     out, err = _Stdout(max_output_bytes), _Stderr(skill, log or _to_logger)
     payload = json.dumps(arguments, ensure_ascii=False).encode() + b"\n"
     try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        tmpdir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=workdir))
+        jailed = await Jailed.open(command, jail, isolation, env=_environment(env_allow, isolation.available))
     except OSError as exc:
-        raise SkillRunError(f"'{skill}' has no usable working directory: {exc}") from None
-    try:
-        process = await anyio.open_process(
-            [_PYTHON, "-I", "-S", "-c", _BOOTSTRAP, limits, *command],
-            cwd=workdir,
-            env=_environment(workdir, tmpdir, env_allow),
-            start_new_session=True,  # its own process group: one killpg reaches its children
-        )
-    except OSError as exc:
-        shutil.rmtree(tmpdir, ignore_errors=True)
         raise SkillRunError(
             f"'{skill}' could not be started: {exc.strerror or exc}", hint="check the skill's run: script:"
         ) from None
     returncode: int | None = None
     try:
         with anyio.move_on_after(timeout) as deadline:
-            returncode = await _communicate(process, payload, out, err)
+            returncode = await _communicate(jailed, payload, out, err)
     finally:
-        await _stop(process)
-        shutil.rmtree(tmpdir, ignore_errors=True)  # refuses a symlink planted in its place
+        await jailed.close()
     if deadline.cancelled_caught:
         raise SkillTimeoutError(
             f"'{skill}' did not finish within {timeout:g}s and was stopped",
@@ -133,7 +113,7 @@ async def run_script(
             "or raise max_output_bytes: in skill.yaml",
         )
     if returncode != 0:
-        raise _failure(skill, returncode, list(err.tail), memory_mb)
+        raise _failure(skill, returncode, jailed.signal(returncode), list(err.tail), memory_mb)
     return _parse(skill, bytes(out.data))
 
 
@@ -144,10 +124,8 @@ def _command(program: Path, skill: str) -> list[str]:
             f"'{skill}': script {program} does not exist",
             hint="run: script: in skill.yaml is a path relative to the skill folder",
         )
-    if program.suffix == ".py":
-        # Not -I: it would drop the script's folder from sys.path (sibling imports) and ignore
-        # PYTHONIOENCODING; the environment is built from scratch, which is what -E would give.
-        return [_PYTHON, str(program)]
+    if program.suffix == ".py":  # in the jail's own interpreter: one Python start-up, not two
+        return [RUN_PYTHON, str(program), os.pathsep.join(_SITE_PACKAGES)]
     if program.suffix == ".sh":
         return ["/bin/sh", str(program)]
     if not os.access(program, os.X_OK):
@@ -158,28 +136,16 @@ def _command(program: Path, skill: str) -> list[str]:
     return [str(program)]
 
 
-def _limits(timeout: float, memory_mb: int) -> str:
-    """Resource limits for the bootstrap; soft == hard so the script cannot raise them."""
-    memory, cpu = memory_mb * 2**20, math.ceil(timeout) + 1
-    specs = [
-        (resource.RLIMIT_AS, memory, memory),
-        (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU first, SIGKILL a second later
-        (resource.RLIMIT_FSIZE, _FSIZE, _FSIZE),
-        (resource.RLIMIT_NOFILE, _NOFILE, _NOFILE),
-        (resource.RLIMIT_CORE, 0, 0),
-    ]
-    return ",".join(f"{k}:{soft}:{hard}" for k, soft, hard in specs)
-
-
-def _environment(workdir: Path, tmpdir: Path, allow: Sequence[str]) -> dict[str, str]:
+def _environment(allow: Sequence[str], confined: bool) -> dict[str, str]:
     """A minimal environment plus the allowed names; nothing else of the server's leaks.
 
     No VIRTUAL_ENV or PYTHONPATH: running the venv's own interpreter by path is what makes its
     packages importable. Its folder leads PATH so that `python3` in a .sh script is that one
     too. MALLOC_ARENA_MAX keeps glibc's per-thread arenas from eating the RLIMIT_AS budget.
+    HOME and TMPDIR are the jail's (`Jailed.open`).
     """
-    path = os.pathsep.join([str(Path(_PYTHON).parent), os.environ.get("PATH") or os.defpath])
-    env = {"PATH": path, "HOME": str(workdir), "TMPDIR": str(tmpdir), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    rest = SYSTEM_PATH if confined else (os.environ.get("PATH") or os.defpath)  # the host's is not there
+    env = {"PATH": os.pathsep.join([str(Path(PYTHON).parent), rest]), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
     env |= {"PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1", "MALLOC_ARENA_MAX": "2"}
     if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
         env["PYTHONUSERBASE"] = site.getuserbase()  # `pip install --user`: HOME moved, keep it
@@ -187,8 +153,9 @@ def _environment(workdir: Path, tmpdir: Path, allow: Sequence[str]) -> dict[str,
     return env
 
 
-async def _communicate(process: Process, payload: bytes, out: _Stdout, err: _Stderr) -> int | None:
+async def _communicate(jailed: Jailed, payload: bytes, out: _Stdout, err: _Stderr) -> int | None:
     """Feed stdin and read both pipes until the script exits; None if stdout overflowed."""
+    process = jailed.process
     assert process.stdin and process.stdout and process.stderr
     returncode: int | None = None
     try:
@@ -197,7 +164,7 @@ async def _communicate(process: Process, payload: bytes, out: _Stdout, err: _Std
             tg.start_soon(out.pump, process.stdout, tg.cancel_scope)
             tg.start_soon(err.pump, process.stderr)
             returncode = await process.wait()
-            _signal_group(process.pid, signal.SIGKILL)  # what it left running would hold the pipes
+            jailed.kill()  # what it left running would hold the pipes
             with anyio.move_on_after(_DRAIN):
                 await out.done.wait()
                 await err.done.wait()
@@ -216,24 +183,6 @@ async def _feed(stdin: ByteSendStream, payload: bytes) -> None:
         pass  # the script exited or closed stdin without reading its arguments: its choice
     finally:
         await stdin.aclose()
-
-
-async def _stop(process: Process) -> None:
-    """Stop the whole group (SIGTERM, grace, SIGKILL) and reap it, even when cancelled."""
-    with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            _signal_group(process.pid, signal.SIGTERM)
-            with anyio.move_on_after(_GRACE):
-                await process.wait()
-        _signal_group(process.pid, signal.SIGKILL)
-        await process.aclose()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already empty
 
 
 class _Stdout:
@@ -295,7 +244,7 @@ class _Stderr:
             self.dropped += 1
 
 
-def _failure(skill: str, returncode: int, tail: list[str], memory_mb: int) -> SkillRunError:
+def _failure(skill: str, returncode: int, killer: int | None, tail: list[str], memory_mb: int) -> SkillRunError:
     """A client-safe error for a non-zero exit: the cause when recognisable, else the code."""
     quoted = "\n".join(line[:300] for line in tail)
     if any(marker in quoted.lower() for marker in _OOM_MARKERS):
@@ -304,9 +253,9 @@ def _failure(skill: str, returncode: int, tail: list[str], memory_mb: int) -> Sk
             hint="raise memory_mb: in skill.yaml or make the script use less memory",
         )
     what = f"exited with code {returncode}"
-    if returncode < 0:
-        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else -returncode
-        what = f"was killed by {name}" + (" (CPU time limit)" if -returncode == signal.SIGXCPU else "")
+    if killer is not None:
+        name = signal.Signals(killer).name if killer in signal.valid_signals() else killer
+        what = f"was killed by {name}" + (" (CPU time limit)" if killer == signal.SIGXCPU else "")
     detail = f"; last stderr lines:\n{quoted}" if quoted else " and printed nothing on stderr"
     return SkillRunError(
         f"'{skill}' {what}{detail}",

@@ -151,6 +151,13 @@ class SkillContract(BaseModel):
     """Cap on what a script skill may print; the call fails past it."""
     env: list[str] = Field(default_factory=list)
     """Names of environment variables a script skill may see (all others are scrubbed)."""
+    network: bool = False
+    """Script skills (and the `run-tests` / `shell-command` built-ins): reach the network. Off by
+    default: a confined process gets a network namespace of its own with nothing but a loopback
+    device, so it can connect to nothing outside itself (not even the host's 127.0.0.1). `true`
+    shares the host's network: every address the server's machine can reach, including services
+    listening on its loopback. Has no effect where confinement is unavailable (nothing is
+    blocked there) and on python skills (they run in the server's process)."""
     annotations: dict[str, Any] | None = None
     """MCP tool annotations: readOnlyHint, destructiveHint, idempotentHint, openWorldHint, title."""
     enabled: bool = True

@@ -8,7 +8,9 @@ The workflow follows ROMA's four stages (seed 000, section 4) and then two gates
     aggregate  (complex) the entry script tying the parts together; then the folder is
                assembled in a temporary directory and checked strictly   (role: orchestrator)
     review     approve or reject, with reasons                             (role: review)
-    test       every test case in the script sandbox, the skill's own limits
+    test       every test case in the script sandbox, the skill's own limits; confined (bubblewrap),
+               or refused where confinement is unavailable unless the home's config.yaml says
+               `isolation: {allow_unconfined: true}`
     publish    moved to <home>/skills/<name>/, recorded `source: created` in registry.yaml,
                the home folder re-read so clients get tools/list_changed
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import yaml
 
 from . import _creator_stages as stages
@@ -38,6 +41,7 @@ from .base import SkillContext
 from .catalog import RESERVED_NAMES, Catalog
 from .checks import check_folder
 from .home import Home
+from .isolation import isolation_of
 from .models import ModelAccess, Usage, model_access
 from .sources import FolderSource
 
@@ -214,7 +218,17 @@ class _Job:
             return result
 
         await self.enter("test", 5, f"running {len(plan.test_cases)} test case(s) in the sandbox")
-        result.tests = await run_cases(folder, plan.name, contract, plan.test_cases, log=self.ctx.log)
+        isolation = await anyio.to_thread.run_sync(isolation_of, self.ctx.extras)
+        if not isolation.available and not isolation.allow_unconfined:
+            result.reasons.append(
+                f"not tested and not published: model-written code only runs confined, and confinement is "
+                f"unavailable here ({isolation.reason}); install bubblewrap, or accept running it with the "
+                f"server's rights: `isolation: {{allow_unconfined: true}}` in {self.home.root / 'config.yaml'}"
+            )
+            return result
+        result.tests = await run_cases(
+            folder, plan.name, contract, plan.test_cases, isolation=isolation, log=self.ctx.log
+        )
         failed = [t for t in result.tests if not t.passed]
         if failed:
             result.reasons += [f"test {t.index} {json.dumps(t.arguments)}: {'; '.join(t.failures)}" for t in failed]

@@ -223,6 +223,9 @@ class FolderSkill:
             from ._python import load_entry
 
             entry = load_entry(self._root, run.python, self.name)
+            # Built-ins that start processes (run-tests, shell-command) confine them with the
+            # network their own skill.yaml allows.
+            ctx.limits = {**ctx.limits, "network": contract.network}
             try:
                 with anyio.fail_after(contract.timeout):
                     return await entry.call(arguments, ctx)
@@ -245,6 +248,8 @@ class FolderSkill:
             program = inside(self._root, run.script)
             if program is None:
                 raise SkillRunError(f"'{self.name}': run.script points outside the skill folder")
+            from .isolation import isolation_of
+
             return await run_script(
                 program,
                 arguments,
@@ -255,6 +260,9 @@ class FolderSkill:
                 max_output_bytes=contract.max_output_bytes,
                 env_allow=contract.env,
                 log=ctx.log,
+                folder=self._root,
+                network=contract.network,
+                isolation=await anyio.to_thread.run_sync(isolation_of, ctx.extras),
             )
         if run.agent is not None:
             from ._agent import run_agent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,14 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("ORCHESTRATOR_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def _allowed_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """File built-ins may read the test's tmp_path and the checkout, as a user allows with
+    `--allow-dir`; tests of the default and of client roots remove or override it."""
+    checkout = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("ORCHESTRATOR_ALLOW_DIRS", os.pathsep.join([str(tmp_path), str(checkout)]))
 
 
 @pytest.fixture

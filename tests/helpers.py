@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 import yaml
 
 MakeSkill = Callable[..., Path]
@@ -94,3 +97,32 @@ def envelope(result: Any, *, report: bool = False) -> dict[str, Any]:
     if result.structured_content is not None and not report:
         assert result.structured_content == body
     return error
+
+
+def holding(marker: str) -> list[int]:
+    """Host pids of the live processes whose command line contains `marker`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(entry.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+async def assert_none_left(tmp_path: Path) -> None:
+    """Wait (bounded) until no process of this test is left: what it started, and their jails.
+
+    Processes are found by their command line, which holds the test's own tmp_path (pids read
+    inside a jail are not the host's). There is no event for "every such process has exited",
+    so /proc is polled.
+    """
+    if not Path("/proc/self/cmdline").is_file():
+        pytest.skip("needs /proc to find the processes a skill left")
+    with anyio.fail_after(5):
+        while holding(str(tmp_path)):
+            await anyio.sleep(0.02)

@@ -205,7 +205,10 @@ async def test_docs_digest_measures_every_markdown_file_and_digests_the_longest(
 
 
 async def test_docs_digest_without_documents_writes_no_digest(home: Path, tmp_path: Path) -> None:
-    out = await call(home, "docs-digest", {"directory": str(tmp_path / "home")})
+    empty = tmp_path / "no-docs"
+    (empty / "src").mkdir(parents=True)
+    (empty / "src" / "main.py").write_text("print(1)\n")
+    out = await call(home, "docs-digest", {"directory": str(empty)})
     assert out["documents"] == 0 and out["longest"] == [] and out["digest"] is None
 
 

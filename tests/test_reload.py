@@ -151,7 +151,9 @@ async def test_a_pipeline_file_added_or_broken_while_serving_is_published_or_rep
         with anyio.fail_after(10):
             while "live-list" not in {t.name for t in (await client.list_tools()).tools}:
                 await events.receive()
-        result = await client.call_tool("live-list", {"directory": str(home)})
+        (home.parent / "listed").mkdir()
+        (home.parent / "listed" / "a.txt").write_text("a\n")
+        result = await client.call_tool("live-list", {"directory": str(home.parent / "listed")})
         assert not result.is_error and result.structured_content is not None
         assert result.structured_content["files"]["count"] >= 1
 

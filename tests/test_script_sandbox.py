@@ -1,7 +1,10 @@
 """The `script` executor as a security boundary: time, memory, output, environment, leftovers.
 
-Real subprocesses written into tmp_path. Nothing sleeps here: the scripts under test sleep, the
-tests wait on events (a pidfd, a log line) with a bound.
+Real subprocesses written into tmp_path, each test run twice: unconfined (no bubblewrap, the
+path every machine has) and confined (bubblewrap; skipped with the reason where it does not
+work). Nothing sleeps here: the scripts under test sleep, the tests wait on events (a log line)
+or poll /proc for what is left of a script, with a bound. Processes are found by their command
+line, which holds the test's own tmp_path: pids read inside a jail are not the host's.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import write_skill
+from helpers import assert_none_left, write_skill
 from mcp import Client
 
 from mcp_server import create_server
 from skills._script import run_script
 from skills.errors import OutputError, SkillRunError, SkillTimeoutError
+from skills.isolation import UNCONFINED, Isolation, probe
 
 Logged = list[tuple[str, str]]
 
@@ -34,13 +38,27 @@ def script(tmp_path: Path, name: str, source: str, *, mode: int = 0o644) -> Path
     return path
 
 
-async def run(tmp_path: Path, program: Path, arguments: dict[str, Any] | None = None, **options: Any) -> Any:
+@pytest.fixture(params=["unconfined", "confined"])
+def isolation(request: pytest.FixtureRequest) -> Isolation:
+    """Each test once without a jail and once in one (where bubblewrap works here)."""
+    if request.param == "unconfined":
+        return UNCONFINED
+    found = probe()
+    if not found.available:
+        pytest.skip(f"confinement is not available here: {found.reason}")
+    return found
+
+
+async def run(
+    tmp_path: Path, isolation: Isolation, program: Path, arguments: dict[str, Any] | None = None, **options: Any
+) -> Any:
     settings: dict[str, Any] = {
         "skill": "probe",
         "workdir": tmp_path / "work",
         "timeout": 10.0,
         "memory_mb": 256,
         "max_output_bytes": 100_000,
+        "isolation": isolation,
     }
     settings.update(options)
     with anyio.fail_after(20):  # no run may hang a test
@@ -56,26 +74,9 @@ def recorder() -> tuple[Logged, Any]:
     return logged, log
 
 
-async def assert_gone(pid: int) -> None:
-    """Wait (bounded) until `pid` has exited; a pidfd becomes readable when it does."""
-    if not hasattr(os, "pidfd_open"):
-        pytest.skip("needs pidfd_open (Linux) to wait for a process that is not our child")
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        with anyio.fail_after(5):
-            await anyio.wait_readable(fd)
-    finally:
-        os.close(fd)
-
-
 HANG = """\
     import os, subprocess, sys, time
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    with open(os.path.join(os.environ["HOME"], "pids"), "w") as f:
-        f.write(f"{os.getpid()} {child.pid}")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.environ["HOME"]])
     print("ready", file=sys.stderr, flush=True)
     time.sleep(600)
 """
@@ -83,18 +84,15 @@ HANG = """\
 
 FLOOD = """\
     import os, sys
-    open(os.path.join(os.environ["HOME"], "pids"), "w").write(str(os.getpid()))
     while True:
         sys.stdout.write("x" * 65536)
 """
 ENVIRON = "import json, os\nprint(json.dumps(dict(os.environ)))\n"
 
 
-def pids(tmp_path: Path) -> list[int]:
-    return [int(p) for p in (tmp_path / "work" / "pids").read_text().split()]
-
-
-async def test_a_script_gets_its_arguments_on_stdin_and_its_json_stdout_is_the_result(tmp_path: Path) -> None:
+async def test_a_script_gets_its_arguments_on_stdin_and_its_json_stdout_is_the_result(
+    tmp_path: Path, isolation: Isolation
+) -> None:
     program = script(
         tmp_path,
         "echo.py",
@@ -104,76 +102,77 @@ async def test_a_script_gets_its_arguments_on_stdin_and_its_json_stdout_is_the_r
         print(json.dumps({"twice": args["n"] * 2, "text": args["text"], "cwd": os.getcwd()}))
         """,
     )
-    result = await run(tmp_path, program, {"n": 21, "text": "héllo ✓"})
+    result = await run(tmp_path, isolation, program, {"n": 21, "text": "héllo ✓"})
     assert result == {"twice": 42, "text": "héllo ✓", "cwd": str(tmp_path / "work")}
 
 
-async def test_empty_stdout_is_a_none_result_and_other_json_values_pass_through(tmp_path: Path) -> None:
-    assert await run(tmp_path, script(tmp_path, "quiet.py", "pass\n")) is None
-    assert await run(tmp_path, script(tmp_path, "list.sh", "echo ' [1, 2] '\n")) == [1, 2]
+async def test_empty_stdout_is_a_none_result_and_other_json_values_pass_through(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    assert await run(tmp_path, isolation, script(tmp_path, "quiet.py", "pass\n")) is None
+    assert await run(tmp_path, isolation, script(tmp_path, "list.sh", "echo ' [1, 2] '\n")) == [1, 2]
 
 
-async def test_an_executable_with_a_shebang_runs_directly(tmp_path: Path) -> None:
+async def test_an_executable_with_a_shebang_runs_directly(tmp_path: Path, isolation: Isolation) -> None:
     program = script(tmp_path, "tool", "#!/bin/sh\necho '\"direct\"'\n", mode=0o755)
-    assert await run(tmp_path, program) == "direct"
+    assert await run(tmp_path, isolation, program) == "direct"
 
 
-async def test_a_missing_or_non_executable_program_is_refused_with_a_hint(tmp_path: Path) -> None:
+async def test_a_missing_or_non_executable_program_is_refused_with_a_hint(tmp_path: Path, isolation: Isolation) -> None:
     with pytest.raises(SkillRunError, match="does not exist") as missing:
-        await run(tmp_path, tmp_path / "skill" / "scripts" / "nope.py")
+        await run(tmp_path, isolation, tmp_path / "skill" / "scripts" / "nope.py")
     assert "relative to the skill folder" in missing.value.hint
     with pytest.raises(SkillRunError, match="not executable") as plain:
-        await run(tmp_path, script(tmp_path, "tool", "#!/bin/sh\necho 1\n"))
+        await run(tmp_path, isolation, script(tmp_path, "tool", "#!/bin/sh\necho 1\n"))
     assert "chmod +x" in plain.value.hint
     with pytest.raises(SkillRunError, match=r"cannot execute .*Exec format error"):
-        await run(tmp_path, script(tmp_path, "no-shebang", "echo 1\n", mode=0o755))
+        await run(tmp_path, isolation, script(tmp_path, "no-shebang", "echo 1\n", mode=0o755))
 
 
-async def test_a_hanging_script_and_its_grandchild_are_killed_at_the_timeout(tmp_path: Path) -> None:
+async def test_a_hanging_script_and_its_grandchild_are_killed_at_the_timeout(
+    tmp_path: Path, isolation: Isolation
+) -> None:
     program = script(tmp_path, "hang.py", HANG)
     started = time.monotonic()
     with pytest.raises(SkillTimeoutError) as caught:
-        await run(tmp_path, program, timeout=1.0)
+        await run(tmp_path, isolation, program, timeout=1.0)
     assert time.monotonic() - started < 5
     assert str(caught.value.message) == "'probe' did not finish within 1s and was stopped"
     assert "raise timeout:" in caught.value.hint
-    leader, grandchild = pids(tmp_path)
-    with pytest.raises(ProcessLookupError):
-        os.kill(leader, 0)  # killed and reaped: not even a zombie
-    await assert_gone(grandchild)
+    await assert_none_left(tmp_path)  # the script, its grandchild and the jail: killed and reaped
 
 
-async def test_a_script_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+async def test_a_script_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path, isolation: Isolation) -> None:
     program = script(
         tmp_path,
         "stubborn.py",
         "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + textwrap.dedent(HANG),
     )
     with pytest.raises(SkillTimeoutError):
-        await run(tmp_path, program, timeout=0.5)
-    leader, grandchild = pids(tmp_path)
-    with pytest.raises(ProcessLookupError):
-        os.kill(leader, 0)
-    await assert_gone(grandchild)
+        await run(tmp_path, isolation, program, timeout=0.5)
+    await assert_none_left(tmp_path)
 
 
-async def test_a_background_process_left_behind_does_not_hold_the_call_and_is_killed(tmp_path: Path) -> None:
-    program = script(tmp_path, "daemon.sh", 'sleep 600 &\necho $! > "$HOME/pids"\necho \'{"ok": true}\'\n')
+async def test_a_background_process_left_behind_does_not_hold_the_call_and_is_killed(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    program = script(
+        tmp_path, "daemon.sh", 'python3 -c "import time; time.sleep(600)" "$HOME" &\necho \'{"ok": true}\'\n'
+    )
     started = time.monotonic()
-    assert await run(tmp_path, program, timeout=30.0) == {"ok": True}
+    assert await run(tmp_path, isolation, program, timeout=30.0) == {"ok": True}
     assert time.monotonic() - started < 5  # not held until the timeout by the open pipe
-    await assert_gone(pids(tmp_path)[0])
+    await assert_none_left(tmp_path)
 
 
-async def test_a_flood_on_stdout_is_cut_at_the_cap_quickly(tmp_path: Path) -> None:
+async def test_a_flood_on_stdout_is_cut_at_the_cap_quickly(tmp_path: Path, isolation: Isolation) -> None:
     program = script(tmp_path, "flood.py", FLOOD)
     started = time.monotonic()
     with pytest.raises(OutputError, match="printed more than 10000 bytes") as caught:
-        await run(tmp_path, program, max_output_bytes=10_000)
+        await run(tmp_path, isolation, program, max_output_bytes=10_000)
     assert time.monotonic() - started < 5
     assert "max_output_bytes" in caught.value.hint
-    with pytest.raises(ProcessLookupError):
-        os.kill(pids(tmp_path)[0], 0)
+    await assert_none_left(tmp_path)
 
 
 SECRETS = {
@@ -188,49 +187,54 @@ SECRETS = {
 
 @pytest.mark.parametrize("name", ["environ.py", "environ.sh"])
 async def test_a_script_sees_no_secret_only_a_minimal_environment_and_allowed_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+    tmp_path: Path, isolation: Isolation, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     for key, value in SECRETS.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SKILL_REGION", "eu-west-1")
     source = ENVIRON if name.endswith(".py") else "python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'\n"
-    env = await run(tmp_path, script(tmp_path, name, source), env_allow=["SKILL_REGION", "NOT_SET_ANYWHERE"])
+    env = await run(tmp_path, isolation, script(tmp_path, name, source), env_allow=["SKILL_REGION", "NOT_SET_ANYWHERE"])
     text = json.dumps(env)
     assert not [secret for secret in [*SECRETS, *SECRETS.values()] if secret in text]
     assert env["SKILL_REGION"] == "eu-west-1"
     assert "NOT_SET_ANYWHERE" not in env
     work = tmp_path / "work"
     assert env["HOME"] == str(work)
-    assert Path(env["TMPDIR"]).parent == work
+    if isolation.available:
+        assert env["TMPDIR"] == "/tmp"  # the jail's own, gone with it
+    else:
+        assert Path(env["TMPDIR"]).parent == work
     assert env["PYTHONIOENCODING"] == "utf-8"
     assert set(env) - {"SKILL_REGION", "PWD", "SHLVL", "_"} <= {
         "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING",
-        "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "PYTHONUSERBASE",
+        "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "PYTHONUSERBASE", "ORCHESTRATOR_JAIL",
     }  # fmt: skip
     assert not list(work.glob(".tmp-*"))  # the private TMPDIR is removed afterwards
 
 
-async def test_a_python_script_can_import_installed_packages_and_its_sibling_modules(tmp_path: Path) -> None:
+async def test_a_python_script_can_import_installed_packages_and_its_sibling_modules(
+    tmp_path: Path, isolation: Isolation
+) -> None:
     script(tmp_path, "helper.py", "ANSWER = 42\n")
     program = script(
         tmp_path,
         "imports.py",
         "import json, yaml, helper\nprint(json.dumps({'yaml': yaml.__name__, 'answer': helper.ANSWER}))\n",
     )
-    assert await run(tmp_path, program) == {"yaml": "yaml", "answer": 42}
+    assert await run(tmp_path, isolation, program) == {"yaml": "yaml", "answer": 42}
 
 
-async def test_the_resource_limits_are_applied_in_the_child(tmp_path: Path) -> None:
+async def test_the_resource_limits_are_applied_in_the_child(tmp_path: Path, isolation: Isolation) -> None:
     program = script(
         tmp_path,
         "limits.py",
         """\
         import json, resource as r
         print(json.dumps({k: r.getrlimit(getattr(r, k)) for k in
-                          ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")}))
+                          ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE", "RLIMIT_NPROC")}))
         """,
     )
-    limits = await run(tmp_path, program, memory_mb=300, timeout=7.5)
+    limits = await run(tmp_path, isolation, program, memory_mb=300, timeout=7.5)
     assert limits["RLIMIT_AS"] == [300 * 2**20] * 2
     assert limits["RLIMIT_CPU"] == [9, 10]
     assert limits["RLIMIT_FSIZE"] == [100 * 2**20] * 2
@@ -238,12 +242,21 @@ async def test_the_resource_limits_are_applied_in_the_child(tmp_path: Path) -> N
     nofile = 1024 if parent_hard == resource.RLIM_INFINITY else min(1024, parent_hard)
     assert limits["RLIMIT_NOFILE"] == [nofile, nofile]
     assert limits["RLIMIT_CORE"] == [0, 0]
+    nproc = limits["RLIMIT_NPROC"]
+    if isolation.available:
+        assert nproc == [64, 64]  # counted in the jail's own user namespace
+    elif os.getuid() == 0:
+        assert nproc == list(resource.getrlimit(resource.RLIMIT_NPROC))  # root is not held by it: left alone
+    else:
+        assert nproc[0] == nproc[1] > 64  # the user's running threads plus 64
 
 
-async def test_a_script_that_allocates_beyond_its_memory_limit_fails_clearly(tmp_path: Path) -> None:
+async def test_a_script_that_allocates_beyond_its_memory_limit_fails_clearly(
+    tmp_path: Path, isolation: Isolation
+) -> None:
     program = script(tmp_path, "greedy.py", "block = bytearray(400 * 2**20)\nprint(len(block))\n")
     with pytest.raises(SkillRunError, match=r"ran out of memory \(limit 64 MiB\)") as caught:
-        await run(tmp_path, program, memory_mb=64)
+        await run(tmp_path, isolation, program, memory_mb=64)
     assert "memory_mb" in caught.value.hint
 
 
@@ -256,17 +269,19 @@ async def test_a_script_that_allocates_beyond_its_memory_limit_fails_clearly(tmp
         ("[" * 50_000, "nested too deeply"),
     ],
 )
-async def test_stdout_that_is_not_one_json_value_is_an_output_error(tmp_path: Path, printed: str, reason: str) -> None:
+async def test_stdout_that_is_not_one_json_value_is_an_output_error(
+    tmp_path: Path, isolation: Isolation, printed: str, reason: str
+) -> None:
     program = script(tmp_path, "chatty.py", f"print({printed!r})\n")
     with pytest.raises(OutputError, match="not JSON") as caught:
-        await run(tmp_path, program)
+        await run(tmp_path, isolation, program)
     assert reason in caught.value.message
     assert printed[:5] in caught.value.message
     assert len(caught.value.message) < 400
     assert caught.value.hint == "print exactly one JSON value on stdout; use stderr for logs"
 
 
-async def test_a_non_zero_exit_reports_the_code_and_the_last_stderr_lines(tmp_path: Path) -> None:
+async def test_a_non_zero_exit_reports_the_code_and_the_last_stderr_lines(tmp_path: Path, isolation: Isolation) -> None:
     program = script(
         tmp_path,
         "fails.py",
@@ -280,7 +295,7 @@ async def test_a_non_zero_exit_reports_the_code_and_the_last_stderr_lines(tmp_pa
         """,
     )
     with pytest.raises(SkillRunError) as caught:
-        await run(tmp_path, program)
+        await run(tmp_path, isolation, program)
     error = caught.value
     assert type(error) is SkillRunError
     assert "'probe' exited with code 3" in error.message
@@ -289,13 +304,15 @@ async def test_a_non_zero_exit_reports_the_code_and_the_last_stderr_lines(tmp_pa
     assert error.hint
 
 
-async def test_a_script_killed_by_a_signal_says_which(tmp_path: Path) -> None:
+async def test_a_script_killed_by_a_signal_says_which(tmp_path: Path, isolation: Isolation) -> None:
     program = script(tmp_path, "segv.sh", "kill -SEGV $$\n")
     with pytest.raises(SkillRunError, match="was killed by SIGSEGV and printed nothing on stderr"):
-        await run(tmp_path, program)
+        await run(tmp_path, isolation, program)
 
 
-async def test_stderr_lines_go_to_the_log_bounded_and_never_into_the_result(tmp_path: Path) -> None:
+async def test_stderr_lines_go_to_the_log_bounded_and_never_into_the_result(
+    tmp_path: Path, isolation: Isolation
+) -> None:
     program = script(
         tmp_path,
         "talks.py",
@@ -310,7 +327,7 @@ async def test_stderr_lines_go_to_the_log_bounded_and_never_into_the_result(tmp_
         """,
     )
     logged, log = recorder()
-    assert await run(tmp_path, program, log=log) == {"answer": 42}
+    assert await run(tmp_path, isolation, program, log=log) == {"answer": 42}
     assert logged[:4] == [
         ("info", "reading input"),
         ("info", "a spoofline"),
@@ -322,14 +339,16 @@ async def test_stderr_lines_go_to_the_log_bounded_and_never_into_the_result(tmp_
     assert all(len(m) < 2100 for _, m in logged)
 
 
-async def test_large_arguments_do_not_deadlock_a_script_that_never_reads_them(tmp_path: Path) -> None:
+async def test_large_arguments_do_not_deadlock_a_script_that_never_reads_them(
+    tmp_path: Path, isolation: Isolation
+) -> None:
     big = {"blob": "y" * 1_000_000}
-    assert await run(tmp_path, script(tmp_path, "ignores.py", "print(1)\n"), big) == 1
+    assert await run(tmp_path, isolation, script(tmp_path, "ignores.py", "print(1)\n"), big) == 1
     size = script(tmp_path, "reads.py", "import json, sys\nprint(len(json.load(sys.stdin)['blob']))\n")
-    assert await run(tmp_path, size, big) == 1_000_000
+    assert await run(tmp_path, isolation, size, big) == 1_000_000
 
 
-async def test_cancelling_the_call_kills_the_script_and_its_children(tmp_path: Path) -> None:
+async def test_cancelling_the_call_kills_the_script_and_its_children(tmp_path: Path, isolation: Isolation) -> None:
     program = script(tmp_path, "waits.py", HANG)
     ready = anyio.Event()
 
@@ -338,35 +357,31 @@ async def test_cancelling_the_call_kills_the_script_and_its_children(tmp_path: P
             ready.set()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: run(tmp_path, program, log=log))
+        tg.start_soon(lambda: run(tmp_path, isolation, program, log=log))
         with anyio.fail_after(10):
             await ready.wait()
         tg.cancel_scope.cancel()
-    leader, grandchild = pids(tmp_path)
-    with pytest.raises(ProcessLookupError):
-        os.kill(leader, 0)
-    await assert_gone(grandchild)
+    await assert_none_left(tmp_path)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
-async def test_a_script_inherits_no_file_descriptor_of_the_server(tmp_path: Path) -> None:
+async def test_a_script_inherits_no_file_descriptor_of_the_server(tmp_path: Path, isolation: Isolation) -> None:
     listing = "import json, os\nprint(json.dumps(sorted(os.listdir('/proc/self/fd'))))\n"
     program = script(tmp_path, "fds.py", listing)
     with (tmp_path / "held-open").open("w"):
-        fds = await run(tmp_path, program)
+        fds = await run(tmp_path, isolation, program)
     assert len(fds) <= 4  # stdin, stdout, stderr and the directory being listed
 
 
-async def test_a_failing_log_callback_surfaces_as_itself_and_stops_the_script(tmp_path: Path) -> None:
+async def test_a_failing_log_callback_surfaces_as_itself_and_stops_the_script(
+    tmp_path: Path, isolation: Isolation
+) -> None:
     async def broken_log(level: str, message: str) -> None:
         raise RuntimeError("client went away")
 
     with pytest.raises(RuntimeError, match="client went away"):
-        await run(tmp_path, script(tmp_path, "hang.py", HANG), log=broken_log)
-    leader, grandchild = pids(tmp_path)
-    with pytest.raises(ProcessLookupError):
-        os.kill(leader, 0)
-    await assert_gone(grandchild)
+        await run(tmp_path, isolation, script(tmp_path, "hang.py", HANG), log=broken_log)
+    await assert_none_left(tmp_path)
 
 
 # -- through a real MCP client ---------------------------------------------------------------
@@ -406,10 +421,7 @@ async def test_through_mcp_a_hanging_script_is_an_error_result_and_the_server_ke
     assert hung.is_error
     assert "did not finish within 1" in hung.content[0].text and "timeout" in hung.content[0].text
     assert not after.is_error and after.structured_content == {"twice": 42}
-    ((leader, grandchild),) = [[int(p) for p in pids.read_text().split()] for pids in (tmp_path / "home").rglob("pids")]
-    with pytest.raises(ProcessLookupError):
-        os.kill(leader, 0)
-    await assert_gone(grandchild)
+    await assert_none_left(tmp_path)
 
 
 async def test_through_mcp_a_flood_is_capped_and_the_server_keeps_serving(tmp_path: Path, sandbox_server: Any) -> None:
@@ -419,9 +431,7 @@ async def test_through_mcp_a_flood_is_capped_and_the_server_keeps_serving(tmp_pa
             after = await client.call_tool("double", {"n": 1})
     assert flood.is_error and "printed more than 4096 bytes" in flood.content[0].text
     assert len(flood.content[0].text) < 1000
-    (flooder,) = [int(pids.read_text()) for pids in (tmp_path / "home").rglob("pids")]
-    with pytest.raises(ProcessLookupError):
-        os.kill(flooder, 0)
+    await assert_none_left(tmp_path)
     assert not after.is_error and after.structured_content == {"twice": 2}
 
 

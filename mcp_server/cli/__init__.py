@@ -16,6 +16,7 @@ naming its handler with `set_defaults(handler=...)`:
     _pipelines  pipelines list|show|validate|graph
     _run        run (and the run driver `runs resume` shares)
     _runs       runs list|show|resume
+    _doctor     doctor
     _progress   the live progress display of a run
 """
 
@@ -28,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import _call, _pipelines, _run, _runs, _serve, _servers, _setup, _skills
+from . import _call, _doctor, _pipelines, _run, _runs, _serve, _servers, _setup, _skills
 from ._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, error, log
 
 __all__ = ["main"]
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         _servers.add_parsers,
         _call.add_parsers,
         _setup.add_claude_parser,
+        _doctor.add_parsers,
     ):
         add_parsers(sub, parents)
     return parser

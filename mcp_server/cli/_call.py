@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._results import envelope_of
+from ._allow import add_allow_dir
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Parents, error, not_found, parse_pairs, print_json, server
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         dest="args",
         help="one argument (repeat for more)",
     )
+    add_allow_dir(call)
     call.set_defaults(handler=_cmd_call)
 
 

@@ -85,9 +85,16 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     servers = getattr(args, "servers", None)
     if servers and not Path(servers).expanduser().is_file():
         raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
+    from ._allow import allowed_dirs
+
     listing = {k: getattr(args, k) for k in ("catalogue", "catalogue_threshold", "page_size") if hasattr(args, k)}
     return create_server(
-        home=home(args), skill_dirs=getattr(args, "skills", []), watch=watch, servers=servers, **listing
+        home=home(args),
+        skill_dirs=getattr(args, "skills", []),
+        watch=watch,
+        servers=servers,
+        allow_dirs=allowed_dirs(args),
+        **listing,
     )
 
 

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ._allow import add_allow_dir
 from ._common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -54,6 +55,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         dest="inputs",
         help="one input (repeat for more)",
     )
+    add_allow_dir(run)
     run.set_defaults(handler=_cmd_run)
 
 
@@ -72,6 +74,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     arguments = skill.defaults(inputs)
 
     def start(ctx: SkillContext) -> Awaitable[dict[str, Any]]:
+        orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         return service.run(skill, arguments, ctx, run_id=run_id)
 
     return drive(service, skill.name, skill.spec, run_id, start, as_json=args.json)

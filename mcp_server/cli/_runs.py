@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, print_json, server
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         "exit status as `orchestrator run`.",
     )
     resume.add_argument("run", metavar="RUN", help="a run id (or a unique prefix of one)")
+    add_allow_dir(resume)
     resume.set_defaults(handler=_resume)
 
 
@@ -174,10 +176,12 @@ def _resume(args: argparse.Namespace) -> int:
         raise UsageError(
             f"run {record.run_id} already succeeded", f"start a new one: `{PROG} run {_target(args, record)}`"
         )
-    service = service_of(server(args))
+    orchestrator = server(args)
+    service = service_of(orchestrator)
     spec = service.specs().get(record.pipeline)
 
     def start(ctx: SkillContext) -> Any:
+        orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         return service.resume(record.run_id, ctx)
 
     return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json)

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, log, server
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     serve.add_argument(
         "--page-size", metavar="N", type=_count, default=500, help="items per page of the list methods (500)"
     )
+    add_allow_dir(serve)
     serve.set_defaults(handler=_cmd_serve)
 
 
@@ -80,6 +82,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "add --transport http, or drop them for stdio",
         )
     orchestrator = server(args, watch=True)
+    import threading
+
+    # Say how skills' subprocesses will be confined; the bwrap probe runs beside start-up.
+    threading.Thread(target=orchestrator.access.report, name="isolation-probe", daemon=True).start()
     import anyio
 
     from ..transports import serve_http, serve_stdio

@@ -121,7 +121,10 @@ def _skills_show(args: argparse.Namespace) -> int:
         skill = next((s for s in catalog.disabled() if s.name == args.name), None)
     if skill is None:
         not_found(orchestrator, args.name)
+    from skills.isolation import confinement_of, probe
+
     info = _summary(skill, enabled) | {
+        "confinement": confinement_of(skill, probe(orchestrator.access.settings)),
         "annotations": skill.annotations,
         "timeout": getattr(skill, "timeout", None),
         "input_schema": skill.input_schema,
@@ -133,7 +136,7 @@ def _skills_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(info)
         return EXIT_OK
-    for key in ("name", "title", "kind", "source", "path", "enabled", "timeout", "description"):
+    for key in ("name", "title", "kind", "source", "path", "enabled", "timeout", "confinement", "description"):
         value = info[key]
         if value is not None:
             print(f"{key + ':':<13}{'yes' if value is True else 'no' if value is False else value}")

@@ -13,9 +13,10 @@ import io
 import threading
 import tokenize
 import warnings
-from pathlib import Path
 
+from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.roots import allowed_path
 
 _WARNINGS_LOCK = threading.Lock()
 _NOISE = {
@@ -167,8 +168,8 @@ def _line_counts(source: str) -> dict[str, int]:
     }
 
 
-def _read_source(path: str) -> tuple[str, str]:
-    file = Path(path).expanduser()
+def _read_source(path: str, ctx: SkillContext | None) -> tuple[str, str]:
+    file = allowed_path(ctx, path)
     if not file.exists():
         raise SkillRunError(f"file not found: {path}", hint="check the path (list-files finds files)")
     if file.is_dir():
@@ -178,7 +179,7 @@ def _read_source(path: str) -> tuple[str, str]:
         )
     try:
         with tokenize.open(file) as handle:  # honours PEP 263 coding cookies and BOMs
-            return handle.read(), str(file.resolve())
+            return handle.read(), str(file)
     except (SyntaxError, UnicodeDecodeError) as exc:
         raise SkillRunError(
             f"{path} is not readable as Python source: {exc}",
@@ -211,14 +212,19 @@ def _parse(source: str, filename: str) -> tuple[ast.Module | None, dict | None, 
     return tree, None, notes
 
 
-def analyze(path: str | None = None, source: str | None = None, complexity_threshold: int = 10) -> dict:
+def analyze(
+    path: str | None = None,
+    source: str | None = None,
+    complexity_threshold: int = 10,
+    ctx: SkillContext | None = None,
+) -> dict:
     if (path is None) == (source is None):
         raise SkillRunError(
             "give exactly one of `path` or `source`",
             hint="path analyses a file; source analyses Python text passed directly",
         )
     if path is not None:
-        source, filename = _read_source(path)
+        source, filename = _read_source(path, ctx)
     else:
         filename = "<source>"
     assert source is not None

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
+from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.roots import allowed_path
 
 _MAX_FILE_BYTES = 20_000_000
 
 
-def _side(name: str, path: str | None, text: str | None, label: str | None, encoding: str) -> tuple[str, str]:
+def _side(
+    name: str, path: str | None, text: str | None, label: str | None, encoding: str, ctx: SkillContext | None
+) -> tuple[str, str]:
     if (path is None) == (text is None):
         raise SkillRunError(
             f"give exactly one of `{name}_path` and `{name}_text`",
@@ -19,7 +22,7 @@ def _side(name: str, path: str | None, text: str | None, label: str | None, enco
     if text is not None:
         return text, label or name
     assert path is not None
-    file = Path(path).expanduser()
+    file = allowed_path(ctx, path, field=f"{name}_path")
     if not file.is_file():
         raise SkillRunError(
             f"{name}_path: file not found: {path}"
@@ -51,9 +54,10 @@ def diff_files(
     ignore_whitespace: bool = False,
     encoding: str = "utf-8",
     max_lines: int = 5000,
+    ctx: SkillContext | None = None,
 ) -> dict:
-    old, old_name = _side("old", old_path, old_text, old_label, encoding)
-    new, new_name = _side("new", new_path, new_text, new_label, encoding)
+    old, old_name = _side("old", old_path, old_text, old_label, encoding, ctx)
+    new, new_name = _side("new", new_path, new_text, new_label, encoding, ctx)
     old_lines = old.splitlines(keepends=True)
     new_lines = new.splitlines(keepends=True)
     if ignore_whitespace:

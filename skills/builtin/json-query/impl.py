@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
+from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.roots import allowed_path
 
 _NAME = re.compile(r"[^.\[\]]+")
 _BRACKET = re.compile(
@@ -109,7 +110,7 @@ def _step(value: Any, kind: str, arg: Any) -> list[Any]:
     return []
 
 
-def _load(data: Any, path: str | None) -> Any:
+def _load(data: Any, path: str | None, ctx: SkillContext | None) -> Any:
     if path is None:
         if data is None:
             raise SkillRunError(
@@ -118,7 +119,7 @@ def _load(data: Any, path: str | None) -> Any:
         return data
     if data is not None:
         raise SkillRunError("give only one of `data` and `path`", hint="drop one of them")
-    file = Path(path).expanduser()
+    file = allowed_path(ctx, path)
     if not file.is_file():
         raise SkillRunError(
             f"file not found: {path}" if not file.exists() else f"{path} is not a file",
@@ -135,8 +136,10 @@ def _load(data: Any, path: str | None) -> Any:
         ) from None
 
 
-def json_query(query: str, data: Any = None, path: str | None = None, default: Any = None) -> dict:
-    document = _load(data, path)
+def json_query(
+    query: str, data: Any = None, path: str | None = None, default: Any = None, ctx: SkillContext | None = None
+) -> dict:
+    document = _load(data, path, ctx)
     tokens = parse_query(query)
     values = [document]
     multi = False

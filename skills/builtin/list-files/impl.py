@@ -7,7 +7,9 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
+from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.roots import allowed_path, roots_of
 
 DEFAULT_EXCLUDE = ("__pycache__", "node_modules", "*.pyc")
 
@@ -76,10 +78,12 @@ def list_files(
     include_hidden: bool = False,
     exclude: list[str] | None = None,
     max_results: int = 1000,
+    ctx: SkillContext | None = None,
 ) -> dict:
     _check_pattern(pattern)
     excluded = list(DEFAULT_EXCLUDE if exclude is None else exclude)
-    root = Path(directory).expanduser()
+    root = allowed_path(ctx, directory, field="directory")
+    refuses, artifacts = roots_of(getattr(ctx, "extras", None)).refuses, getattr(ctx, "artifact_dir", None)
     if not root.exists():
         raise SkillRunError(
             f"directory not found: {directory}",
@@ -90,7 +94,6 @@ def list_files(
             f"not a directory: {directory}",
             hint="pass the folder that contains the file, or use read-file to read one file",
         )
-    root = root.resolve()
     regex, max_depth = glob_regex(pattern)
 
     def skipped(name: str) -> bool:
@@ -98,15 +101,20 @@ def list_files(
             return True
         return any(fnmatch.fnmatchcase(name, pat) for pat in excluded)
 
+    def refused(folder: str, name: str) -> bool:  # a credentials folder inside the root: not even its names
+        return refuses(Path(folder, name), artifacts)
+
     matches: list[str] = []
     for current, dirnames, filenames in os.walk(root):
         rel_dir = Path(current).relative_to(root).as_posix()
         prefix = "" if rel_dir == "." else rel_dir + "/"
         depth = 0 if not prefix else prefix.count("/")
-        dirnames[:] = sorted(d for d in dirnames if not skipped(d))
+        dirnames[:] = sorted(d for d in dirnames if not skipped(d) and not refused(current, d))
         if not files_only:
             matches.extend(prefix + d for d in dirnames if regex.fullmatch(prefix + d))
-        matches.extend(prefix + f for f in filenames if not skipped(f) and regex.fullmatch(prefix + f))
+        matches.extend(
+            prefix + f for f in filenames if not skipped(f) and regex.fullmatch(prefix + f) and not refused(current, f)
+        )
         if max_depth is not None and depth >= max_depth:
             dirnames[:] = []
 

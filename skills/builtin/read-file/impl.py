@@ -5,19 +5,21 @@ from __future__ import annotations
 import codecs
 from pathlib import Path
 
+from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.roots import allowed_path
 
 _NUL_CHECK_EXEMPT = ("utf-16", "utf16", "utf-32", "utf32")
 _PIECE = 1 << 16  # read long lines in pieces so one huge line never loads whole
 
 
-def _open_checked(path: str) -> Path:
-    file = Path(path).expanduser()
+def _open_checked(path: str, ctx: SkillContext | None) -> Path:
+    file = allowed_path(ctx, path)  # before anything is told about it, even whether it exists
     if not file.exists():
         raise SkillRunError(f"file not found: {path}", hint="check the path (list-files finds files)")
     if file.is_dir():
         raise SkillRunError(f"{path} is a directory", hint="use list-files to list a folder")
-    return file.resolve()
+    return file
 
 
 def read_file(
@@ -27,8 +29,9 @@ def read_file(
     start_line: int = 1,
     end_line: int | None = None,
     max_bytes: int = 1_000_000,
+    ctx: SkillContext | None = None,
 ) -> dict:
-    file = _open_checked(path)
+    file = _open_checked(path, ctx)
     try:
         decoder = codecs.getincrementaldecoder(encoding)(errors)
     except LookupError:

@@ -1,14 +1,17 @@
-"""run-tests: run pytest in a subprocess and summarise its JUnit XML report.
+"""run-tests: run pytest in a confined subprocess and summarise its JUnit XML report.
 
-The subprocess gets its own process group so that a timeout (or a cancelled call) kills
-pytest together with anything the tests started; the call never hangs.
+The tests are code the server did not write, so pytest runs in a jail (`skills._confine`):
+the project folder (which must be inside the allowed roots) and the interpreter read-only, a
+private /tmp (pytest's tmp_path), no network unless this skill's skill.yaml says
+`network: true`, a scrubbed environment, and a process limit. A timeout or a cancelled call
+stops the whole jail (SIGTERM, grace, SIGKILL): nothing the tests started outlives the call,
+without bubblewrap too (its process group, and what left it but carries the jail's token).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,26 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import Process
 
+from skills._confine import SYSTEM_PATH, Jail, Jailed
 from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.isolation import isolation_of
+from skills.roots import allowed_path, roots_of
 
 _OUTPUT_TAIL = 8000
 _DETAILS = 2000
 _PERCENT = re.compile(rb"\[\s*(\d{1,3})%\]")
-
-
-def _kill_group(process: Process) -> None:
-    if process.returncode is not None:
-        return
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(process.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows has no process groups of this kind
-            process.kill()
-    except ProcessLookupError:
-        pass
+_NPROC = 512  # pytest-xdist workers and the processes tests start
+_TMP_MB = 1024
 
 
 def _test_id(case: ET.Element) -> str:
@@ -85,6 +80,27 @@ def _summarise(xml_file: Path, max_failures: int) -> dict[str, Any] | None:
     return {**counts, "total": sum(counts.values()), "failures": failures}
 
 
+def _install_of(interpreter: str, ctx: SkillContext | None) -> tuple[Path, ...]:
+    """The folders of a `python` the jail must show: its venv and its base installation.
+
+    Only folders that are a Python installation (a venv's pyvenv.cfg, or a lib/python3.*),
+    never a secret one: a client cannot use `python` to make an arbitrary folder readable.
+    """
+    found: list[Path] = []
+    for exe in (Path(interpreter), Path(os.path.realpath(interpreter))):
+        prefix = Path(os.path.realpath(exe.parent.parent))
+        if prefix in found:
+            continue
+        looks = (prefix / "pyvenv.cfg").is_file() or any(prefix.glob("lib/python3*"))
+        if not looks or prefix == Path("/") or roots_of(getattr(ctx, "extras", None)).never(prefix):
+            raise SkillRunError(
+                f"python: {interpreter} is not inside a Python installation the sandbox can show ({prefix})",
+                hint="give the python of a virtual environment or of a system installation",
+            )
+        found.append(prefix)
+    return tuple(found)
+
+
 def _interpreter(python: str | None) -> str:
     if python is None:
         return sys.executable
@@ -112,19 +128,22 @@ async def run_tests(
     max_failures: int = 20,
     ctx: SkillContext | None = None,
 ) -> dict:
-    target = Path(path).expanduser()
+    target = allowed_path(ctx, path)
     if not target.exists():
         raise SkillRunError(
             f"path not found: {path}", hint="give a test file or a folder that contains tests"
         )
-    target = target.resolve()
-    workdir = Path(cwd).expanduser().resolve() if cwd else (target if target.is_dir() else target.parent)
+    workdir = allowed_path(ctx, cwd, field="cwd") if cwd else (target if target.is_dir() else target.parent)
     if not workdir.is_dir():
         raise SkillRunError(f"cwd is not a directory: {cwd}", hint="give the project's root folder")
     interpreter = _interpreter(python)
+    extras = ctx.extras if ctx is not None else {}
+    isolation = await anyio.to_thread.run_sync(isolation_of, extras)
+    installs = _install_of(interpreter, ctx) if python is not None and isolation.available else ()
 
     with tempfile.TemporaryDirectory(prefix="orchestrator-run-tests-") as tmp:
-        xml_file = Path(tmp) / "junit.xml"
+        report = Path(tmp).resolve()
+        xml_file = report / "junit.xml"
         command = [
             interpreter, "-m", "pytest", str(target), "-q", "--color=no", "-p", "no:cacheprovider",
             f"--junitxml={xml_file}", "-o", "junit_family=xunit1",
@@ -134,27 +153,29 @@ async def run_tests(
         if markers:
             command += ["-m", markers]
         command += list(extra_args or [])
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-        env.update(PYTHONDONTWRITEBYTECODE="1", PY_COLORS="0", NO_COLOR="1")
+        path_var = SYSTEM_PATH if isolation.available else os.environ.get("PATH", SYSTEM_PATH)
+        env = {"PATH": os.pathsep.join([str(Path(interpreter).parent), path_var]), "LANG": "C.UTF-8"}
+        env.update(LC_ALL="C.UTF-8", PYTHONDONTWRITEBYTECODE="1", PY_COLORS="0", NO_COLOR="1")
+        jail = Jail(
+            workdir=report,
+            cwd=workdir,
+            read_only=(workdir, target, *installs),
+            network=bool((ctx.limits if ctx is not None else {}).get("network", False)),
+            nproc=_NPROC,
+            tmp_mb=_TMP_MB,
+        )
 
         if ctx is not None:
             await ctx.progress(0, 100, f"pytest {target.name}")
         started = time.monotonic()
         try:
-            process = await anyio.open_process(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-                env=env,
-                start_new_session=hasattr(os, "killpg"),
-            )
+            jailed = await Jailed.open(command, jail, isolation, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         except OSError as exc:
             raise SkillRunError(
                 f"cannot start {interpreter}: {exc.strerror}", hint="check `python`"
             ) from None
 
+        process = jailed.process
         output = bytearray()
         percent = -1
         timed_out = False
@@ -172,12 +193,11 @@ async def run_tests(
                 await process.wait()
             timed_out = scope.cancelled_caught
         finally:
-            _kill_group(process)
-            with anyio.CancelScope(shield=True):
-                await process.wait()
-                await process.aclose()
+            await jailed.close()
         duration = round(time.monotonic() - started, 3)
         exit_code = process.returncode if process.returncode is not None else -1
+        killer = jailed.signal(exit_code)
+        exit_code = -killer if killer is not None else exit_code
         summary = None if timed_out else _summarise(xml_file, max_failures)
 
     tail = output.decode("utf-8", errors="replace")[-_OUTPUT_TAIL:]

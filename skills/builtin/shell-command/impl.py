@@ -1,9 +1,11 @@
 """shell-command: run one program (an argv list, never a shell) in the run's artifact directory.
 
-Sandboxing: no shell, a scrubbed environment, the artifact directory as working directory
-and HOME, resource limits (address space, CPU seconds, no core files) set by a tiny Python
-wrapper that then execs the program, a wall-clock timeout and an output cap, both of which
-kill the whole process group. It is still a real program with the server's file-system
+Confinement (`skills._confine`): no shell, a scrubbed environment, the artifact directory as
+the one writable folder, working directory and HOME; where bubblewrap works, a jail with the
+system read-only, no network unless this skill's skill.yaml says `network: true`, private
+/tmp and its own PID namespace. Resource limits (address space, CPU seconds, no core files,
+file size, a process count), a wall-clock timeout and an output cap, both of which stop the
+whole jail. Without bubblewrap it is still a real program with the server's file-system
 rights, which is why the skill ships disabled (`enabled: false` in skill.yaml).
 """
 
@@ -12,38 +14,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path, PurePosixPath
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream
 
+from skills._confine import SYSTEM_PATH, Jail, Jailed
 from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.isolation import isolation_of
 
-_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-# argv[1]: address-space bytes, argv[2]: CPU seconds, argv[3]: program path, argv[4:]: its argv.
-# Files are capped at 100 MiB. Limits never exceed the hard limits already in place; Python
-# ignores SIGPIPE and SIGXFSZ and ignored signals survive exec, so they are reset for the program.
-_WRAPPER = """
-import os, resource as r, signal as s, sys
-mem, cpu = int(sys.argv[1]), int(sys.argv[2])
-for k, soft, hard in ((r.RLIMIT_AS, mem, mem), (r.RLIMIT_CPU, cpu, cpu + 1), (r.RLIMIT_CORE, 0, 0),
-                      (r.RLIMIT_FSIZE, 100 * 2**20, 100 * 2**20)):
-    cap = r.getrlimit(k)[1]
-    cap = hard if cap == r.RLIM_INFINITY else cap
-    try: r.setrlimit(k, (min(soft, cap), min(hard, cap)))
-    except (ValueError, OSError) as e: sys.stderr.write(f"shell-command: resource limit {k}: {e}\\n")
-s.signal(s.SIGPIPE, s.SIG_DFL); s.signal(s.SIGXFSZ, s.SIG_DFL)
-try:
-    os.execv(sys.argv[3], sys.argv[4:])
-except OSError as e:
-    sys.stderr.write(f"shell-command: cannot execute {sys.argv[3]}: {e.strerror}\\n")
-    os._exit(126)
-"""
+_NPROC = 128
 
 
 def _workdir(base: Path, cwd: str) -> Path:
@@ -65,18 +48,6 @@ def _workdir(base: Path, cwd: str) -> Path:
     return target
 
 
-def _kill_group(process: Process) -> None:
-    if process.returncode is not None:
-        return
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(process.pid, signal.SIGKILL)
-        else:  # pragma: no cover
-            process.kill()
-    except ProcessLookupError:
-        pass
-
-
 async def shell_command(
     argv: list[str],
     cwd: str = ".",
@@ -89,30 +60,37 @@ async def shell_command(
 ) -> dict:
     context = ctx or SkillContext(skill="shell-command")
     workdir = _workdir(context.artifacts(), cwd)
-    search_path = os.environ.get("PATH", _DEFAULT_PATH)
+    isolation = await anyio.to_thread.run_sync(isolation_of, context.extras)
+    # Confined, only the system's programs are there: look the name up where the jail will.
+    search_path = SYSTEM_PATH if isolation.available else os.environ.get("PATH", SYSTEM_PATH)
     program = shutil.which(argv[0], path=search_path) if "/" not in argv[0] else argv[0]
     if program is None or not Path(program).is_file():
         raise SkillRunError(
             f"program not found: {argv[0]}", hint="give a program on PATH or an absolute path"
         )
-    clean_env = {"PATH": search_path, "LANG": "C.UTF-8", "HOME": str(workdir), "TMPDIR": str(workdir)}
+    clean_env = {"PATH": search_path, "LANG": "C.UTF-8"}
     clean_env.update(env or {})
-    if hasattr(os, "killpg"):
-        command = [sys.executable, "-I", "-c", _WRAPPER, str(memory_mb * 1024 * 1024),
-                   str(max(1, int(timeout) + 1)), program, *argv]  # fmt: skip
-    else:  # pragma: no cover - no rlimits / process groups on Windows
-        command = [program, *argv[1:]]
+    jail = Jail(
+        workdir=workdir,
+        network=bool(context.limits.get("network", False)),
+        nproc=_NPROC,
+        memory_mb=memory_mb,
+        timeout=timeout,
+        tmp_mb=min(memory_mb, 1024),
+    )
 
     started = time.monotonic()
-    process = await anyio.open_process(
-        command,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=workdir,
-        env=clean_env,
-        start_new_session=hasattr(os, "killpg"),
-    )
+    try:
+        jailed = await Jailed.open(
+            [program, *argv[1:]],
+            jail,
+            isolation,
+            env=clean_env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        raise SkillRunError(f"cannot start {argv[0]}: {exc.strerror or exc}", hint="check the program") from None
+    process = jailed.process
     buffers = {"stdout": bytearray(), "stderr": bytearray()}
     truncated = False
 
@@ -126,7 +104,7 @@ async def shell_command(
             buffer += chunk[: max(room, 0)]
             if len(chunk) > room:
                 truncated = True
-                _kill_group(process)
+                jailed.kill()
                 return
 
     timed_out = False
@@ -144,11 +122,10 @@ async def shell_command(
             await process.wait()
         timed_out = scope.cancelled_caught
     finally:
-        _kill_group(process)
-        with anyio.CancelScope(shield=True):
-            await process.wait()
-            await process.aclose()
+        await jailed.close()
     exit_code = process.returncode if process.returncode is not None else -1
+    killer = jailed.signal(exit_code)
+    exit_code = -killer if killer is not None else exit_code
     return {
         "ok": exit_code == 0 and not timed_out and not truncated,
         "exit_code": exit_code,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
+from skills.base import SkillContext
 from skills.errors import SkillRunError
+from skills.roots import allowed_path
 
 _WORD = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\u2019-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"[.!?\u2026]+(?=[\s\"'\u201d\u2019)\]]|$)")
@@ -24,7 +25,7 @@ STOPWORDS = frozenset(
 )
 
 
-def _load(text: str | None, path: str | None, encoding: str) -> tuple[str, str | None]:
+def _load(text: str | None, path: str | None, encoding: str, ctx: SkillContext | None) -> tuple[str, str | None]:
     if (text is None) == (path is None):
         raise SkillRunError(
             "give exactly one of `text` or `path`", hint="text counts the string given; path reads a file"
@@ -32,7 +33,7 @@ def _load(text: str | None, path: str | None, encoding: str) -> tuple[str, str |
     if text is not None:
         return text, None
     assert path is not None
-    file = Path(path).expanduser()
+    file = allowed_path(ctx, path)
     if not file.is_file():
         raise SkillRunError(
             f"file not found: {path}" if not file.exists() else f"{path} is not a file",
@@ -41,7 +42,7 @@ def _load(text: str | None, path: str | None, encoding: str) -> tuple[str, str |
     if file.stat().st_size > _MAX_FILE_BYTES:
         raise SkillRunError(f"{path} is larger than 50 MB", hint="read a part of it with read-file first")
     try:
-        return file.read_text(encoding=encoding), str(file.resolve())
+        return file.read_text(encoding=encoding), str(file)
     except LookupError:
         raise SkillRunError(f"unknown encoding {encoding!r}", hint="use a codec name such as utf-8") from None
     except UnicodeDecodeError as exc:
@@ -59,8 +60,9 @@ def text_stats(
     exclude_stopwords: bool = True,
     min_word_length: int = 1,
     words_per_minute: int = 200,
+    ctx: SkillContext | None = None,
 ) -> dict:
-    body, source = _load(text, path, encoding)
+    body, source = _load(text, path, encoding, ctx)
     words = _WORD.findall(body)
     lowered = [w.lower() for w in words]
     counted = Counter(

@@ -1,0 +1,137 @@
+"""What the calls of one server may reach: the allowed roots (the client's own when it declares
+them) and the home's isolation settings, handed to each call in its `ctx`.
+
+Roots: `--allow-dir` / `ORCHESTRATOR_ALLOW_DIRS`, else the default (`skills.roots`). A
+handshake-era client that declares the `roots` capability is asked `roots/list` on its first
+tool call; the answer narrows what its calls may read and is kept for the connection until the
+client sends `notifications/roots/list_changed`. 2026-07-28 clients cannot be asked (no
+server-to-client requests in that era), so the server's own roots apply to them. A client that
+does not answer in time, or answers nonsense, gets the server's roots and a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from skills import Home, SkillContext
+from skills.isolation import IsolationSettings, load_settings, probe
+from skills.roots import AllowedRoots, current_roots
+
+__all__ = ["Access"]
+
+log = logging.getLogger("mcp_server.access")
+
+ROOTS_TIMEOUT = 10.0
+"""Seconds a client has to answer roots/list."""
+
+
+class Access:
+    """The allowed roots and isolation settings of one server's calls."""
+
+    def __init__(self, home: Home | None, allow_dirs: Sequence[str | Path] | None = None) -> None:
+        self.base = AllowedRoots.resolve(allow_dirs, state=home.root if home is not None else None)
+        self.settings = load_settings(home.root) if home is not None else IsolationSettings()
+        self._client: weakref.WeakKeyDictionary[Any, AllowedRoots] = weakref.WeakKeyDictionary()
+        for root in self.base.roots:
+            if why := self.base.never(root):
+                log.warning("allowed root %s is never readable: %s", root, why)
+
+    def install(self, lowlevel: Any) -> None:
+        """Forget a client's roots when it says they changed."""
+        lowlevel.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._on_roots_changed
+        )
+
+    def report(self) -> None:
+        """Say once at start-up how subprocesses of skills will be confined (this probes bwrap)."""
+        isolation = probe(self.settings)
+        if isolation.available:
+            log.info("isolation: %s", isolation.summary())
+        else:
+            log.warning(
+                "isolation %s; script skills, run-tests and shell-command run UNCONFINED (with the server's "
+                "file and network access) and create_skill will not test or publish skills%s",
+                isolation.summary(),
+                " (allowed by isolation: allow_unconfined)" if self.settings.allow_unconfined else "",
+            )
+        log.info("file skills may read: %s", self.base.shown())
+
+    @asynccontextmanager
+    async def bound(self, ctx: SkillContext, context: Any) -> AsyncIterator[None]:
+        """While inside, the call of `ctx` has its roots and isolation (also for expressions)."""
+        roots = await self.roots_for(context)
+        self._put(ctx, roots)
+        token = current_roots.set(roots)
+        try:
+            yield
+        finally:
+            current_roots.reset(token)
+
+    def apply(self, ctx: SkillContext) -> None:
+        """`bound` without a client, for the rest of the current task (a run from the command line)."""
+        self._put(ctx, self.base)
+        current_roots.set(self.base)
+
+    def _put(self, ctx: SkillContext, roots: AllowedRoots) -> None:
+        # Plain data: a skill may run in another process (a worker), which gets a copy of extras.
+        ctx.extras["roots"] = roots.as_plain()
+        ctx.extras["isolation"] = self.settings.model_dump()
+
+    async def roots_for(self, context: Any) -> AllowedRoots:
+        request = getattr(context, "request_context", None)
+        session = getattr(request, "session", None)
+        if session is None or not _can_ask_roots(session):
+            return self.base
+        key = getattr(session, "_connection", session)
+        found = self._client.get(key)
+        if found is None:
+            found = await self._ask(session, request)
+            self._client[key] = found
+        return found
+
+    async def _ask(self, session: Any, request: Any) -> AllowedRoots:
+        related = ServerMessageMetadata(related_request_id=request.request_id)
+        try:
+            with anyio.fail_after(ROOTS_TIMEOUT):
+                result = await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=related)
+        except Exception as exc:  # a client that fails roots/list must not fail the call: the server's roots apply
+            log.warning("the client declared roots but roots/list failed (%r); using %s", exc, self.base.shown())
+            return self.base
+        paths = [p for p in (_path_of(root.uri) for root in result.roots) if p is not None]
+        if not paths:
+            log.info("the client declared no file roots; using %s", self.base.shown())
+            return self.base
+        narrowed = self.base.narrowed(paths)
+        log.info("client roots: %s", narrowed.shown())
+        return narrowed
+
+    async def _on_roots_changed(self, ctx: Any, params: Any) -> None:
+        session = getattr(ctx, "session", None)
+        self._client.pop(getattr(session, "_connection", session), None)
+
+
+def _can_ask_roots(session: Any) -> bool:
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
+        return False
+    caps = session.client_capabilities
+    return caps is not None and caps.roots is not None
+
+
+def _path_of(uri: Any) -> Path | None:
+    """The local path of a `file://` root URI (other schemes are not folders of this machine)."""
+    parsed = urlparse(str(uri))
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        log.info("ignoring a root that is not a local folder: %s", uri)
+        return None
+    return Path(unquote(parsed.path))

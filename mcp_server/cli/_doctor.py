@@ -1,0 +1,109 @@
+"""`orchestrator doctor [--json]`: what this installation is and what it can do, checked for real.
+
+Versions, the home, whether skills' subprocesses can be confined (a real bubblewrap run, and
+why not when they cannot), what file skills may read by default, the state backend and which
+model providers are configured. Never prints a secret: an API key is reported as set or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+from ._allow import add_allow_dir, allowed_dirs
+from ._common import EXIT_OK, PROG, Parents, home, print_json
+
+_PACKAGES = ("mcp-orchestrator", "mcp", "langgraph", "anthropic", "pydantic", "anyio")
+
+
+def add_parsers(sub: Any, parents: Parents) -> None:
+    doctor = sub.add_parser(
+        "doctor",
+        parents=[parents.common, parents.json],
+        help="versions, home, isolation, state, providers",
+        description="Check this installation: versions, the home directory, whether skills' subprocesses "
+        "can be confined (bubblewrap) and why not, what file skills may read, the state backend and the "
+        "model providers configured.",
+    )
+    add_allow_dir(doctor)
+    doctor.set_defaults(handler=_cmd_doctor)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    report = diagnose(args)
+    if args.json:
+        print_json(report)
+        return EXIT_OK
+    iso, files = report["isolation"], report["files"]
+    lines = [
+        f"{PROG} {report['versions']['mcp-orchestrator']} (python {report['python']['version']}, "
+        f"{report['python']['platform']})",
+        "versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if k != "mcp-orchestrator"),
+        f"home:       {report['home']['path']}" + ("" if report["home"]["exists"] else " (not created yet)"),
+        "isolation:  " + (f"confined: {iso['summary']}" if iso["available"] else f"UNAVAILABLE: {iso['reason']}"),
+    ]
+    if not iso["available"]:
+        lines.append(
+            "            script skills, run-tests and shell-command run unconfined; create_skill "
+            + ("tests and publishes anyway (allow_unconfined)" if iso["allow_unconfined"] else "will not publish")
+        )
+    lines += [
+        f"files:      file skills may read {files['shown']} ({files['origin']})",
+        f"state:      {report['state']['backend']} {report['state']['path']}"
+        + ("" if report["state"]["exists"] else " (no runs yet)"),
+        "providers:  " + "; ".join(f"{p['name']}: {p['status']}" for p in report["providers"]),
+        f"servers:    {report['servers']['count']} upstream MCP server(s) in {report['servers']['file']}",
+    ]
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def diagnose(args: argparse.Namespace) -> dict[str, Any]:
+    from skills.isolation import load_settings, probe
+    from skills.roots import AllowedRoots
+
+    the_home = home(args)
+    isolation = probe(load_settings(the_home.root))
+    roots = AllowedRoots.resolve(allowed_dirs(args), state=the_home.root)
+    return {
+        "versions": {name: _version(name) for name in _PACKAGES},
+        "python": {"version": platform.python_version(), "executable": sys.executable, "platform": sys.platform},
+        "home": {"path": str(the_home.root), "exists": the_home.root.is_dir()},
+        "isolation": {**isolation.as_dict(), "summary": isolation.summary()},
+        "files": {**roots.as_dict(), "shown": roots.shown()},
+        "state": {"backend": "sqlite", "path": str(the_home.state_db), "exists": the_home.state_db.is_file()},
+        "providers": _providers(),
+        "servers": _servers(the_home.servers_file),
+    }
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _providers() -> list[dict[str, Any]]:
+    key = "set" if os.environ.get("ANTHROPIC_API_KEY") else "not set"
+    base = os.environ.get("ANTHROPIC_BASE_URL")
+    anthropic = f"ANTHROPIC_API_KEY {key}" + (f", ANTHROPIC_BASE_URL={base}" if base else "")
+    return [
+        {"name": "anthropic", "status": anthropic, "configured": key == "set"},
+        {"name": "sampling", "status": "the connected MCP client, when it supports sampling", "configured": True},
+    ]
+
+
+def _servers(path: Any) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        count = len(data.get("mcpServers") or {}) if isinstance(data, dict) else 0
+    except (OSError, ValueError):
+        count = 0
+    return {"file": str(path), "count": count}
