@@ -155,3 +155,11 @@ def test_a_skill_yaml_without_skill_md_is_reported(tmp_path: Path, cli) -> None:
     done = cli("skills", "list", "--skills", str(tmp_path / "root"), "--json")
     problem = next(p for p in done.json()["problems"] if p["path"] == str(broken))
     assert problem["problems"][0]["message"] == "SKILL.md is missing"
+
+
+def test_doctor_reports_name_clashes_and_skipped_folders(repo: Path, cli) -> None:
+    report = cli("doctor", "--skills", str(repo), "--json").json()["skills"]
+    assert [o["name"] for o in report["overrides"]] == ["pdf"]
+    assert {Path(p["path"]).name for p in report["not_published"]} >= {"dangling", "escape"}
+    text = cli("doctor", "--skills", str(repo)).out
+    assert "1 name clash(es)" in text and f"clash 'pdf': {repo / 'skills/pdf'}" in text
