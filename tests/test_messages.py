@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-from helpers import Run, run_cli
 from mcp import Client
 
 from mcp_server import create_server
@@ -29,16 +26,6 @@ steps:
     model: gpt-nothing
     parameters: {text: "{{ each }}"}
 """
-
-
-@pytest.fixture
-def cli(tmp_path: Path, home: Path):
-    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_TOKEN"} | {"ORCHESTRATOR_HOME": str(home)}
-
-    def run(*args: str) -> Run:
-        return run_cli(*args, env=env, cwd=tmp_path)
-
-    return run
 
 
 def test_a_schema_error_does_not_hide_the_other_mistakes_of_a_pipeline(tmp_path: Path, cli) -> None:

@@ -6,12 +6,11 @@ The corpus (tests/_wild.py) reproduces each shape seen in the public skill colle
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import pytest
 from _wild import EXPECTED, FONT, LONG_DESCRIPTION, build_repo
-from helpers import Run, run_cli, write_skill
+from helpers import write_skill
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -21,16 +20,6 @@ from mcp_server import create_server
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return build_repo(tmp_path)
-
-
-@pytest.fixture
-def cli(tmp_path: Path, home: Path):
-    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_TOKEN"} | {"ORCHESTRATOR_HOME": str(home)}
-
-    def run(*args: str) -> Run:
-        return run_cli(*args, env=env, cwd=tmp_path)
-
-    return run
 
 
 async def test_a_repository_root_publishes_skills_at_every_depth_and_in_dot_folders(repo: Path) -> None:
