@@ -70,6 +70,7 @@ from skills import (
     UnknownSkillError,
 )
 from skills._schema import check_arguments
+from skills.checks import unknown_models
 from skills.discovery import ARCHIVE_SUFFIXES
 from skills.errors import clip
 from skills.sources import report_roots
@@ -703,6 +704,8 @@ def create_server(
 
         model_service = ModelService(home)
         service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
+        for warning in unknown_models(catalog, model_service.registry.known()):
+            log.warning("%s", warning)
     home.record(catalog)
     for problem in catalog.problems():
         skipped = all(p.severity == "warning" for p in problem.problems)

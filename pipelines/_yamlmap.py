@@ -6,16 +6,16 @@ so the loader records the position of each path while building the plain data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from skills._positions import Path_, Positions, walk
+
 from .errors import Issue, VerificationError
 
 __all__ = ["Path_", "SourceMap", "load_with_positions"]
-
-Path_ = tuple[str | int, ...]
 
 try:
     _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
@@ -24,25 +24,10 @@ except AttributeError:  # pragma: no cover
 
 
 @dataclass
-class SourceMap:
-    """Positions (1-based line, column) of values and keys, by their path in the data."""
+class SourceMap(Positions):
+    """Positions (1-based line, column) of values and keys of one pipeline file."""
 
-    file: str
-    values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    duplicates: list[tuple[Path_, tuple[int, int]]] = field(default_factory=list)
-
-    def at(self, path: Path_, *, key: bool = False) -> tuple[int, int]:
-        """Position of `path` (its key when `key`), else of its nearest ancestor, else 1:1."""
-        table = self.keys if key else self.values
-        probe = tuple(path)
-        while probe:
-            if probe in table:
-                return table[probe]
-            if key and probe in self.values:
-                return self.values[probe]
-            probe = probe[:-1]
-        return self.values.get((), (1, 1))
+    file: str = "<pipeline>"
 
     def issue(self, path: Path_, message: str, hint: str = "", *, key: bool = False, **kw: Any) -> Issue:
         line, col = self.at(path, key=key)
@@ -51,7 +36,7 @@ class SourceMap:
 
 def load_with_positions(text: str, file: str) -> tuple[Any, SourceMap]:
     """Parse YAML text; return the data and its source map. Syntax errors raise with position."""
-    smap = SourceMap(file)
+    smap = SourceMap(file=file)
     try:
         loader = _Loader(text)
         try:
@@ -72,23 +57,5 @@ def load_with_positions(text: str, file: str) -> tuple[Any, SourceMap]:
         )
         raise VerificationError("the pipeline is not valid YAML", issues=[issue]) from None
     if node is not None:
-        _walk(node, (), smap)
+        walk(node, smap)
     return data, smap
-
-
-def _walk(node: yaml.Node, path: Path_, smap: SourceMap) -> None:
-    smap.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
-            child = (*path, key)
-            pos = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            if key in seen:
-                smap.duplicates.append((child, pos))
-            seen.add(key)
-            smap.keys[child] = pos
-            _walk(value_node, child, smap)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _walk(item, (*path, index), smap)

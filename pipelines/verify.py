@@ -491,11 +491,24 @@ class _Verifier:
             if found is None:
                 self.unknown_skill(step, name)
                 return
+            self.skill_model(step, found)
             if found.kind == "instructions":
                 return  # carried out by the model: any parameters are its task
             schema = found.input_schema
         if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
             self.arguments(step, name, schema, scope)
+
+    def skill_model(self, step: StepSpec, skill: Any) -> None:
+        """The model a skill's skill.yaml names, when the step does not choose its own."""
+        contract = getattr(skill, "contract", None)
+        wanted = getattr(contract, "model", None)
+        if step.model is not None or self.models is None or not isinstance(wanted, str) or wanted in self.models:
+            return
+        close = _close(wanted, self.models)
+        where = f"{skill.root}/skill.yaml" if getattr(skill, "root", None) else "its skill.yaml"
+        hint = (f"did you mean '{close}'? " if close else "") + f"fix `model:` in {where}, or give this step a `model:`"
+        message = f"skill '{skill.name}' asks for the unknown model '{wanted}'"
+        self.add((*step.path, "skill"), message, hint, "unknown-model")
 
     def agent(self, step: StepSpec, scope: Collection[str]) -> None:
         """An `agent:` step: its task parameters, its model, and the skills it may call."""

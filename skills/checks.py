@@ -8,26 +8,33 @@ run on the raw YAML too, so a field error in one place never hides a violation e
 from __future__ import annotations
 
 import difflib
-import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from ._front import NAME_HINT, check_description, check_metadata, check_name, load_front
+from ._positions import locate
 from ._yaml import YAMLError, describe_yaml_error, load_yaml
-from .contract import DESCRIPTION_MAX, KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
-from .errors import Problem, clip
+from .contract import (
+    KNOWN_FRONT_MATTER_KEYS,
+    AgentSpec,
+    FrontMatter,
+    RunSpec,
+    SkillContract,
+)
+from .errors import Problem
 
-__all__ = ["check_folder", "inside", "load_front", "read_front_matter"]
+__all__ = ["check_folder", "inside", "load_front", "read_front_matter", "unknown_models"]
 
 _ALLOWED = re.compile(r"^[a-zA-Z0-9_*?\[\]-]{1,64}$")
 """A tool name, or a shell-style pattern of tool names, in an agent's allow-list."""
 
 _HINTS = {
-    "name": "use 1-64 lowercase letters, digits and single hyphens, equal to the folder name",
+    "name": NAME_HINT,
     "description": "say what the skill does and when to use it, in 1-1024 characters",
     "compatibility": "keep compatibility under 500 characters",
     "metadata": "metadata is a map of string keys to string values",
@@ -51,38 +58,6 @@ def read_front_matter(path: Path) -> tuple[str, int]:
                 return "".join(lines), number + 1
             lines.append(line)
     raise ValueError("the front matter is never closed: add a '---' line after it")
-
-
-_FLAT_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):[ ]+([^\s\-?:,\[\]{}#&*!|>'\"%@`][^\n]*?)[ \t]*\r?\n?")
-_QUOTED_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):[ ]+(?:\"([^\"\\\n]*)\"|'([^'\n]*)')[ \t]*\r?\n?")
-"""`key: "text"` or `key: 'text'` without escapes or inner quotes: the text is the value as written."""
-_RESOLVER = yaml.resolver.Resolver()
-
-
-def load_front(text: str) -> Any:
-    """The front matter's data: `key: plain text` lines read directly, anything else by YAML.
-
-    Most front matter is a few such lines (name, description); reading them without building a
-    YAML node graph keeps 1,000 skills loading in well under 300 ms. A line is taken directly
-    only when YAML would read it the same way: a plain scalar (no quote, indicator, ': ' or
-    ' #') that YAML resolves to a string (not a number, date, boolean or null), each key once.
-    """
-    data: dict[str, str] = {}
-    for line in text.splitlines(keepends=True):
-        quoted = _QUOTED_LINE.fullmatch(line)
-        if quoted is not None and quoted[1] not in data:
-            data[quoted[1]] = quoted[2] if quoted[2] is not None else quoted[3]
-            continue
-        match = _FLAT_LINE.fullmatch(line)
-        if match is None or match[1] in data:
-            return load_yaml(text)
-        value = match[2]
-        if ": " in value or " #" in value or value.endswith(":") or "\t" in value:
-            return load_yaml(text)
-        if _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) != "tag:yaml.org,2002:str":
-            return load_yaml(text)
-        data[match[1]] = value
-    return data if data else load_yaml(text)
 
 
 def inside(root: Path, rel: str) -> Path | None:
@@ -113,80 +88,41 @@ def _hint(loc: str, kind: str) -> str:
 def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
     problems = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after"))
+        parts = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
+        loc = ".".join(parts)
+        if err["type"] == "extra_forbidden" and parts:
+            allowed = _keys_at(parts[:-1])
+            close = difflib.get_close_matches(parts[-1], allowed, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else _hint(loc, err["type"])
+            if allowed:
+                hint += f" (allowed here: {', '.join(allowed)})"
+            problems.append(Problem(path, f"unknown key '{parts[-1]}'", field=loc, hint=hint))
+            continue
         problems.append(Problem(path, err["msg"], field=loc, hint=_hint(loc, err["type"])))
     return problems
 
 
-def _check_name(root: Path, skill_md: Path, name: Any, soft: str) -> tuple[str | None, list[Problem]]:
-    """Problems of the declared name, and the name to serve when lenient loading falls back to
-    the folder's (a Title-Case or missing name in a folder whose own name is valid)."""
-    folder_ok = NAME_PATTERN.match(root.name) is not None and len(root.name) <= 64
-    if name is None or (isinstance(name, str) and not name.strip()):
-        if soft == "warning" and folder_ok:
-            message = f"no name in the front matter; served as '{root.name}' (the folder name)"
-            return root.name, [Problem(skill_md, message, field="name", severity="warning", hint=_HINTS["name"])]
-        return None, []  # the model's own error says "field required"
-    if not isinstance(name, str):
-        return None, []  # wrong type: the model's own error says so
-    problems = []
-    if not (name.isascii() and all(c.isalnum() or c in "-_" for c in name)) or len(name) > 64:
-        if soft == "warning" and folder_ok:
-            message = f"name '{clip(name, 80)}' is not a valid skill name; served as '{root.name}' (the folder name)"
-            return root.name, [Problem(skill_md, message, field="name", severity="warning", hint=_HINTS["name"])]
-        problems.append(
-            Problem(skill_md, f"name '{clip(name, 80)}' cannot be a tool name", field="name", hint=_HINTS["name"])
-        )
-    elif not NAME_PATTERN.match(name):
-        message = f"name '{name}' is not lowercase-hyphen form"
-        problems.append(Problem(skill_md, message, field="name", severity=soft, hint=_HINTS["name"]))
-    if name != root.name:
-        problems.append(
-            Problem(
-                skill_md,
-                f"name '{clip(name, 80)}' differs from the folder name '{root.name}'",
-                field="name",
-                severity=soft,
-                hint="rename the folder or the skill",
-            )
-        )
-    return None, problems
+def _keys_at(parts: list[str]) -> list[str]:
+    """The keys skill.yaml allows at a place (`[]` the top, `["run"]`, `["run", "agent"]`)."""
+    model: Any = {(): SkillContract, ("run",): RunSpec, ("run", "agent"): AgentSpec}.get(tuple(parts))
+    return [] if model is None else [f.alias or name for name, f in model.model_fields.items()]
 
 
-def _check_metadata(skill_md: Path, known: dict[str, Any], soft: str) -> list[Problem]:
-    """`metadata` maps strings to strings (Agent Skills spec); lenient loading serves other values
-    as text, with a warning."""
-    meta = known.get("metadata")
-    if not isinstance(meta, dict):
-        return []  # absent, or not a mapping: the model's own error says so
-    problems = []
-    for key, value in meta.items():
-        if isinstance(value, str):
-            continue
-        kind = type(value).__name__ if value is not None else "null"
-        problems.append(
-            Problem(
-                skill_md,
-                f"metadata '{key}' is a {kind}, not a string",
-                field=f"metadata.{key}",
-                severity=soft,
-                hint="quote the value; metadata maps string keys to string values",
-            )
-        )
-    known["metadata"] = {
-        str(k): v if isinstance(v, str) else json.dumps(v, default=str, ensure_ascii=False) for k, v in meta.items()
-    }
-    return problems
-
-
-def _check_description(skill_md: Path, known: dict[str, Any], soft: str) -> list[Problem]:
-    """A description over 1,024 characters is an error in `validate`; loading serves it cut."""
-    text = known.get("description")
-    if soft != "warning" or not isinstance(text, str) or len(text) <= DESCRIPTION_MAX:
-        return []
-    known["description"] = text[:DESCRIPTION_MAX]
-    message = f"the description has {len(text):,} characters; served cut at {DESCRIPTION_MAX:,}"
-    return [Problem(skill_md, message, field="description", severity="warning", hint=_HINTS["description"])]
+def _placed(problems: list[Problem], path: Path, text: str, line_offset: int = 0) -> list[Problem]:
+    """`problems` with the line and column of their field in `text` (the file `path`), when known."""
+    if not any(p.path == path and p.field and not p.line for p in problems):
+        return problems
+    found = locate(text, line_offset)
+    if found is None:
+        return problems
+    placed = []
+    for problem in problems:
+        if problem.path == path and problem.field and not problem.line:
+            parts = tuple(int(x) if x.isdigit() else x for x in problem.field.split("."))
+            line, col = found.at(parts, key=problem.message.startswith("unknown"))
+            problem = replace(problem, line=line, col=col)
+        placed.append(problem)
+    return placed
 
 
 def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Problem]]:
@@ -216,8 +152,8 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
         for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS, key=str)
     ]
     known = {k: v for k, v in data.items() if k in KNOWN_FRONT_MATTER_KEYS}
-    problems += _check_metadata(skill_md, known, soft) + _check_description(skill_md, known, soft)
-    served, name_problems = _check_name(root, skill_md, data.get("name"), soft)
+    problems += check_metadata(skill_md, known, soft) + check_description(skill_md, known, soft)
+    served, name_problems = check_name(root, skill_md, data.get("name"), soft)
     if served is not None:
         known["name"] = served
     front = None
@@ -227,7 +163,7 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
         problems.extend(_from_validation(skill_md, exc))
     if not any(p.field == "name" for p in problems):
         problems.extend(name_problems)
-    return front, problems
+    return front, _placed(problems, skill_md, raw, line_offset=1)
 
 
 def _check_contract(
@@ -235,7 +171,8 @@ def _check_contract(
 ) -> tuple[SkillContract | None, list[Problem]]:
     path = root / "skill.yaml"
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = load_yaml(text)
     except FileNotFoundError:
         return None, []
     except YAMLError as exc:
@@ -251,10 +188,10 @@ def _check_contract(
     except ValidationError as exc:
         problems.extend(_from_validation(path, exc))
     problems.extend(_check_schemas(path, data, strict))
-    problems.extend(_check_run(root, path, data))
+    problems.extend(_check_run(root, path, data, strict))
     if models is not None:
         problems.extend(_check_models(path, data, models))
-    return contract, problems
+    return contract, _placed(problems, path, text)
 
 
 def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Problem]:
@@ -276,7 +213,7 @@ def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Probl
     return problems
 
 
-def _check_run(root: Path, path: Path, data: dict[str, Any]) -> list[Problem]:
+def _check_run(root: Path, path: Path, data: dict[str, Any], strict: bool) -> list[Problem]:
     run = data.get("run")
     problems: list[Problem] = []
     if not isinstance(run, dict):
@@ -308,6 +245,10 @@ def _check_run(root: Path, path: Path, data: dict[str, Any]) -> list[Problem]:
         problems.append(
             Problem(path, f"'{target}' does not exist", field=field, hint=f"create {target} in the skill folder")
         )
+    elif strict and isinstance(python, str):  # parsing every module costs start-up time: `validate` does it
+        from ._entry import check_entry
+
+        problems.extend(check_entry(found, python.partition(":")[2], path, python))
     return problems
 
 
@@ -345,6 +286,25 @@ def _check_models(path: Path, data: dict[str, Any], models: Collection[str]) -> 
         hint = f"did you mean '{close[0]}'?" if close else f"known models: {known} (models/registry.yaml)"
         problems.append(Problem(path, f"unknown model '{model}'", field=field, hint=hint))
     return problems
+
+
+def unknown_models(skills: Iterable[Any], models: Collection[str]) -> list[Problem]:
+    """Warnings for loaded skills whose skill.yaml names a model the registry does not know.
+
+    Loading reads no registry; the server checks once it has one (`create_server`), so a typo in
+    `model:` is said at start-up and in `skills show`, not first at call time. The warnings are
+    added to each skill's own.
+    """
+    found = []
+    for skill in skills:
+        contract, root = getattr(skill, "contract", None), getattr(skill, "root", None)
+        if contract is None or root is None:
+            continue
+        problems = _check_models(root / "skill.yaml", contract.model_dump(exclude_none=True), models)
+        warnings = [replace(p, severity="warning") for p in problems]
+        skill.warnings = [*skill.warnings, *(w for w in warnings if w not in skill.warnings)]
+        found += warnings
+    return found
 
 
 def check_folder(

@@ -57,4 +57,4 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[AnthropicStub]:
 def cli(tmp_path: Path, home: Path) -> Callable[..., Run]:
     """`cli("skills", "list", ...)`: the installed `orchestrator` command, in tmp_path, on the test's home."""
     env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_TOKEN"} | {"ORCHESTRATOR_HOME": str(home)}
-    return lambda *args: run_cli(*args, env=env, cwd=tmp_path)
+    return lambda *args, **kw: run_cli(*args, env=env, cwd=tmp_path, **kw)

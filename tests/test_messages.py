@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import write_skill
 from mcp import Client
 
 from mcp_server import create_server
@@ -47,3 +48,58 @@ async def test_validate_pipeline_reports_schema_and_semantic_errors_together() -
     issues = result.structured_content["issues"]
     assert not result.structured_content["valid"] and len(issues) == 4
     assert [i["line"] for i in issues] == [8, 10, 11, 15]
+
+
+def _python_skill(parent: Path, name: str, contract: dict, impl: str) -> Path:
+    return write_skill(parent, name, contract={"inputs": {"type": "object"}, **contract}, impl=impl)
+
+
+def test_skill_yaml_errors_carry_file_line_col_and_did_you_mean(tmp_path: Path, cli) -> None:
+    folder = _python_skill(tmp_path, "typo", {"run": {"python": "impl:main"}, "timout": 5}, "def main():\n    pass\n")
+    done = cli("skills", "validate", str(folder), "--json")
+    problem = done.json()["folders"][0]["problems"][0]
+    assert done.code == 2
+    assert (problem["line"], problem["col"], problem["message"]) == (5, 1, "unknown key 'timout'")
+    assert problem["hint"].startswith("did you mean 'timeout'?")
+    text = cli("skills", "validate", str(folder)).out
+    assert f"{folder / 'skill.yaml'}:5:1 [timout]: error: unknown key 'timout'" in text
+
+
+def test_validate_checks_the_python_entry_point_without_importing_it(tmp_path: Path, cli) -> None:
+    impl = "import sys\nsys.exit('importing me is a mistake')\n\ndef count(text):\n    return len(text)\n"
+    folder = _python_skill(tmp_path, "counter", {"run": {"python": "impl:cuont"}}, impl)
+    done = cli("skills", "validate", str(folder), "--json")
+    problem = done.json()["folders"][0]["problems"][0]
+    assert done.code == 2 and problem["field"] == "run.python" and problem["line"] == 4
+    assert "has no top-level function 'cuont'" in problem["message"] and "impl:count" in problem["hint"]
+    broken = _python_skill(tmp_path, "broken", {"run": {"python": "impl:main"}}, "def main(:\n    pass\n")
+    syntax = cli("skills", "validate", str(broken), "--json").json()["folders"][0]["problems"][0]
+    assert syntax["path"] == str(broken / "impl.py") and syntax["line"] == 1 and "does not parse" in syntax["message"]
+
+
+def test_an_unknown_model_in_skill_yaml_is_reported_before_any_call(tmp_path: Path, cli) -> None:
+    skills = tmp_path / "skills"
+    write_skill(skills, "summarise", contract={"run": {"prompt": "prompt.md"}, "model": "claude-sonet"})
+    (skills / "summarise" / "prompt.md").write_text("Summarise {{ text }}")
+    validated = cli("skills", "validate", str(skills / "summarise"), "--json").json()
+    problem = validated["folders"][0]["problems"][0]
+    assert problem["field"] == "model" and problem["message"] == "unknown model 'claude-sonet'"
+    shown = cli("skills", "show", "summarise", "--skills", str(skills), "--json").json()
+    assert any("unknown model 'claude-sonet'" in w for w in shown["warnings"])
+    (tmp_path / "uses.yaml").write_text(
+        "id: uses\ndescription: d\nsteps:\n  - id: s\n    skill: summarise\n    parameters: {text: hi}\n"
+    )
+    issues = cli("pipelines", "validate", "uses.yaml", "--skills", str(skills), "--json").json()["issues"]
+    assert [(i["line"], i["code"]) for i in issues] == [(5, "unknown-model")]
+    assert "summarise" in issues[0]["message"] and "claude-sonet" in issues[0]["message"]
+
+
+def test_a_failing_skill_called_from_the_cli_says_where_in_its_file(tmp_path: Path, cli) -> None:
+    impl = "def helper(x):\n    return 1 / x\n\n\nasync def boom():\n    return helper(0)\n"
+    folder = _python_skill(tmp_path / "skills", "boom", {"run": {"python": "impl:boom"}}, impl)
+    done = cli("call", "boom", "--skills", str(tmp_path / "skills"))
+    assert done.code == 1
+    assert f"(at {folder / 'impl.py'}:2)" in done.err and "--log-level DEBUG" in done.err
+    assert "server log" not in done.err and "Traceback" not in done.err
+    debug = cli("call", "boom", "--skills", str(tmp_path / "skills"), "--log-level", "DEBUG", allow_traceback=True)
+    assert "Traceback (most recent call last)" in debug.err and 'impl.py", line 6, in boom' in debug.err

@@ -62,7 +62,15 @@ def _summary(skill: Skill, enabled: bool) -> dict[str, Any]:
 
 
 def _problem_dict(p: Problem) -> dict[str, Any]:
-    return {"path": str(p.path), "field": p.field, "severity": p.severity, "message": p.message, "hint": p.hint}
+    return {
+        "path": str(p.path),
+        "line": p.line,
+        "col": p.col,
+        "field": p.field,
+        "severity": p.severity,
+        "message": p.message,
+        "hint": p.hint,
+    }
 
 
 def _problem_json(problem: LoadProblem) -> dict[str, Any]:
@@ -182,9 +190,12 @@ def _skills_validate(args: argparse.Namespace) -> int:
         folders, skipped = _skill_folders(root)
     if explicit and not folders and not skipped:
         raise UsageError(f"no skill folder in {root}", "a skill folder holds a SKILL.md")
+    from adapters.models import ModelService
+
+    models = ModelService(home(args)).registry.known()
     results = []
     for folder in folders:
-        front, _, problems = check_folder(folder, strict=True)
+        front, _, problems = check_folder(folder, strict=True, models=models)
         if front is not None and front.name in RESERVED_NAMES:
             problems.append(
                 Problem(
