@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from skills import RESERVED_NAMES
 
-__all__ = ["MAX_NAME", "assign_names", "published_name", "sanitize"]
+__all__ = ["MAX_NAME", "assign_names", "could_publish", "published_name", "sanitize"]
 
 MAX_NAME = 64
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
@@ -24,6 +24,22 @@ _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 def sanitize(text: str) -> str:
     """`text` with every character Claude Desktop does not accept in a tool name replaced by `_`."""
     return _INVALID.sub("_", text) or "_"
+
+
+def could_publish(namespace: str, name: str) -> bool:
+    """Whether a server of this (clean) namespace could publish `name` before it has connected.
+
+    Used to start only the upstreams a command needs. `name` may be a shell-style pattern (an
+    agent's allow-list): then its literal start and the namespace prefix must agree. Without a
+    namespace every name is possible. A collision suffix (`_2`) keeps the prefix, so it is covered.
+    """
+    if not namespace:
+        return True
+    prefix = f"{namespace}_"
+    literal = name[: min((i for i, c in enumerate(name) if c in "*?["), default=len(name))]
+    if len(literal) < len(name):  # a pattern
+        return prefix.startswith(literal) or literal.startswith(prefix)
+    return name.startswith(prefix)
 
 
 def _clip(name: str, limit: int = MAX_NAME) -> str:

@@ -10,7 +10,7 @@ name get deterministic, distinct names.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from mcp_types import Implementation
 
 from skills import Catalog, LoadProblem, Skill, SkillProvider
 
+from ._names import could_publish
 from ._outcomes import describe_error
 from .config import ServerConfig, load_servers_config
 from .errors import ServerConfigError
@@ -92,12 +93,35 @@ class ServerSource:
         return [id(s) for s in self._skills] != before
 
     # -- running -------------------------------------------------------------------------------
-    async def run(self, catalog: Catalog, *, dependents: Sequence[SkillProvider] = ()) -> None:
+    @property
+    def settled(self) -> bool:
+        """True when the Catalog has every upstream's current tools (no refresh round is due)."""
+        return not self._pending
+
+    def adapters_for(self, names: Iterable[str]) -> list[MCPSkillAdapter]:
+        """The enabled upstreams that could publish any of `names` (tool names or allow-list
+        patterns), judged by namespace before they connect: what a command has to start."""
+        wanted = list(names)
+        return [
+            adapter
+            for adapter in self.adapters.values()
+            if adapter.config.enabled and any(could_publish(adapter.config.namespace, n) for n in wanted)
+        ]
+
+    async def run(
+        self,
+        catalog: Catalog,
+        *,
+        dependents: Sequence[SkillProvider] = (),
+        after_refresh: Callable[[], None] | None = None,
+    ) -> None:
         """Start every upstream and keep `catalog` in step with their tools, until cancelled.
 
         `dependents` are refreshed with this source (the pipeline sources: a pipeline that
-        calls an imported tool is verified again when that tool appears or changes). On
-        cancellation every session is closed and every stdio child terminated.
+        calls an imported tool is verified again when that tool appears or changes);
+        `after_refresh` is called after each such round (the server reports pipelines that
+        were waiting for an upstream). On cancellation every session is closed and every stdio
+        child terminated.
         """
         self._dirty = anyio.Event()
         if self._pending:
@@ -111,6 +135,8 @@ class ServerSource:
                 changed = await catalog.refresh([self])
                 if changed and dependents:  # verified against the Catalog as it is now, with the new tools
                     await catalog.refresh(list(dependents))
+                if after_refresh is not None:
+                    after_refresh()
 
     def _adapter_changed(self, adapter: MCPSkillAdapter) -> None:
         key = tuple((a.name, a.tools_version) for a in self.adapters.values())

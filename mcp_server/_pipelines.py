@@ -41,7 +41,10 @@ _ISSUE = {
         "code": {"type": "string"},
     },
 }
-_YAML_INPUT = {"type": "string", "description": "The pipeline file's YAML text (SPEC section 4)."}
+_YAML_INPUT = {
+    "type": "string",
+    "description": "The pipeline file's YAML text (the format: the pipeline-authoring skill, or docs/pipelines.md).",
+}
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ from ._pipelines import META_TOOLS, MetaTool, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
+from ._upstreams import PendingPipelines
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -137,6 +138,8 @@ class OrchestratorServer(MCPServer):
         self.watch = watch
         self.access = access or Access(home)
         """Allowed roots (the client's too) and isolation settings given to each call."""
+        self.pending: PendingPipelines | None = None
+        """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
@@ -465,7 +468,10 @@ class OrchestratorServer(MCPServer):
         async with anyio.create_task_group() as tg, self.watching():
             if self.servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
-                tg.start_soon(lambda: self.servers.run(self.catalog, dependents=dependents))  # type: ignore[union-attr]
+                after = self.pending.check if self.pending is not None else None
+                tg.start_soon(
+                    lambda: self.servers.run(self.catalog, dependents=dependents, after_refresh=after)  # type: ignore[union-attr]
+                )
             try:
                 yield
             finally:
@@ -707,9 +713,6 @@ def create_server(
         for warning in unknown_models(catalog, model_service.registry.known()):
             log.warning("%s", warning)
     home.record(catalog)
-    for problem in catalog.problems():
-        skipped = all(p.severity == "warning" for p in problem.problems)
-        log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     access = Access(home, allow_dirs)
     server = OrchestratorServer(
         catalog,
@@ -722,6 +725,10 @@ def create_server(
         catalogue_threshold=catalogue_threshold,
         page_size=page_size,
     )
+    server.pending = PendingPipelines(server)  # a pipeline waiting for an upstream is pending, not broken
+    for problem in server.pending.sort_out(catalog.problems()):
+        skipped = all(p.severity == "warning" for p in problem.problems)
+        log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server

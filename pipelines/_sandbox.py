@@ -27,7 +27,7 @@ from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import missing
 
-from .errors import ExpressionError
+from .errors import ExpressionError, is_failure_record
 
 TIME_LIMIT = 2.0
 """Seconds one render may take before it is stopped."""
@@ -434,6 +434,7 @@ class PipelineEnvironment(ImmutableSandboxedEnvironment):
         self.filters = dict(FILTERS)
         self.filters[ITER_FILTER] = _iter_guard
         self.filters[TEXT_FILTER] = to_text
+        self.tests["failed"] = is_failure_record  # `{{ x is failed }}`: x is an on_error: continue failure
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         """`a.b`: the key `b` of a mapping first, then a safe attribute."""

@@ -12,21 +12,27 @@ went wrong while a run was under way.
     └── RunCancelled               the run was cancelled by the client or the user
 
 `Issue` is not an exception: it is one problem found by the verifier, rendered as
-`file:line:col: severity: message (hint: ...)`.
+`file:line:col: severity: message (hint: ...)`. A failure record is not one either: it is what
+a step with `on_error: continue` leaves as its output when it fails (`failure_record`), marked
+so that an expression can tell it from a result (`{{ x is failed }}`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "FAILED_MARK",
     "ExpressionError",
     "Issue",
     "PipelineError",
     "RunCancelled",
     "StepFailed",
     "VerificationError",
+    "failure_record",
+    "is_failure_record",
 ]
 
 
@@ -104,3 +110,22 @@ class StepFailed(PipelineError):
 
 class RunCancelled(PipelineError):
     """The run was cancelled; finished steps stay checkpointed so it can be resumed."""
+
+
+FAILED_MARK = "step_failed"
+"""The key that marks a failure record: `true` there and nowhere in a skill's own result.
+
+A plain `{error, step}` mapping could not be told from a result (many skills return an `error`
+key, and any mapping is truthy), so `{{ tests.passed if tests else 0 }}` crashed on a failed
+`tests`. Documented in docs/pipelines.md#on_error-continue.
+"""
+
+
+def failure_record(step_id: str, message: str) -> dict[str, Any]:
+    """The output of a step that failed under `on_error: continue`: `{error, step, step_failed: true}`."""
+    return {"error": message, "step": step_id, FAILED_MARK: True}
+
+
+def is_failure_record(value: Any) -> bool:
+    """True for what `failure_record` made (the `failed` test of expressions: `{{ x is failed }}`)."""
+    return isinstance(value, Mapping) and value.get(FAILED_MARK) is True

@@ -9,8 +9,8 @@ Reference (the user's documentation; the README copies it):
 - `a.b` reads the key `b` of a mapping first (`result.items` is the key `items`, not the dict
   method), then a safe attribute. `a['b']` and `a[0]` read keys and indexes.
 - Names in scope: inputs, state variables, the outputs of earlier steps by id, loop variables and
-  `loop` (see SPEC 4). A name not in scope, or a missing key, is an error naming what exists; use
-  `x is defined` or `x | default(v)` for values that may be missing.
+  `loop` (see docs/pipelines.md#scope). A name not in scope, or a missing key, is an error naming
+  what exists; use `x is defined` or `x | default(v)` for values that may be missing.
 - Conditions (`condition:`, `while`, `if`) accept `"{{ x > 1 }}"` or bare `"x > 1"`. Truth is
   Python's, except that the strings `""`, `"false"`, `"no"`, `"off"`, `"0"`, `"null"`, `"none"`
   (any case, surrounding spaces ignored) are false, so a flag passed as text behaves.
@@ -27,7 +27,8 @@ Reference (the user's documentation; the README copies it):
   filesizeformat first float fromjson groupby int items join last length list lower map max min
   reject rejectattr replace reverse round select selectattr slice sort string striptags sum title
   tojson trim truncate unique upper urlencode wordcount`; all of Jinja's tests (`is defined`,
-  `is number`, `is in` ...). Removed: `format`, `indent`, `wordwrap`, `pprint`, `random`,
+  `is number`, `is in` ...) and `is failed` (a step that failed under `on_error: continue`).
+  Removed: `format`, `indent`, `wordwrap`, `pprint`, `random`,
   `urlize`, `xmlattr`, the HTML `escape` family, and the globals `lipsum`, `cycler`, `joiner`,
   `namespace`. Statements: `{% if %}`, `{% for %}`, `{% set %}`, `{% with %}`, `{% filter %}`,
   `{% raw %}`; not `include`, `import`, `extends`, `macro`, `call`, `block`. The newline right

@@ -41,7 +41,9 @@ def load_spec(text: str, file: str = "<pipeline>") -> tuple[PipelineSpec, Source
         for path, _ in smap.duplicates
     ]
     if not isinstance(data, dict):
-        issues.append(smap.issue((), "a pipeline is a YAML mapping with id, steps, ...", "see SPEC section 4"))
+        issues.append(
+            smap.issue((), "a pipeline is a YAML mapping with id, steps, ...", "see docs/pipelines.md#file-layout")
+        )
         raise VerificationError("the pipeline is not a mapping", issues=issues)
     try:
         spec = PipelineSpec.model_validate(data)
@@ -164,4 +166,4 @@ def _hint(loc: tuple[Any, ...]) -> str:
         "timeout": "seconds, a positive number",
         "condition": 'an expression such as "{{ files.count > 0 }}", or true/false',
         "state": "a mapping of variable names (letters, digits, _) to values or expressions",
-    }.get(last, "see SPEC section 4 for the syntax")
+    }.get(last, "see docs/pipelines.md for the syntax")

@@ -30,7 +30,7 @@ from skills._schema import check_arguments
 from skills.contract import RunSpec, SkillContract
 from skills.models import Usage
 
-from .errors import ExpressionError, PipelineError, StepFailed
+from .errors import ExpressionError, PipelineError, StepFailed, failure_record
 from .expressions import evaluate, render, truthy
 from .spec import PipelineSpec, StepSpec
 
@@ -123,7 +123,7 @@ class RunContext:
             if step.on_error != "continue":
                 raise failure from None
             await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {failure}")
-            output: Any = {"error": str(failure), "step": step.id}
+            output: Any = failure_record(step.id, str(failure))
         else:
             output = await self._call_with_policy(step, arguments, spent)
         update: dict[str, Any] = (
@@ -148,7 +148,7 @@ class RunContext:
                     continue
                 if step.on_error == "continue":
                     await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {message}")
-                    return {"error": message, "step": step.id}
+                    return failure_record(step.id, message)
                 hint = getattr(exc, "hint", "")
                 detail = getattr(exc, "message", message)
                 if not detail.startswith(f"step '{step.id}'"):  # a timeout names the step already

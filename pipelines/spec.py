@@ -145,7 +145,8 @@ class StepSpec(_Model):
     """Seconds one attempt of the step may take."""
     retry: RetrySpec | None = None
     on_error: Literal["fail", "continue"] = "fail"
-    """`continue` records `{error: ..., step: ...}` as the step's output and goes on."""
+    """`continue` records `{error: <message>, step: <id>, step_failed: true}` as the step's output
+    and goes on; `{{ <id> is failed }}` tells that record from a result."""
     _path: Path_ = PrivateAttr(default=())
 
     @property
@@ -287,6 +288,17 @@ class PipelineSpec(_Model):
         props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
         props["usage"] = USAGE_SCHEMA
         return {"type": "object", "properties": props, "required": ["run_id"]}
+
+    def callees(self) -> set[str]:
+        """Every name the pipeline calls: each step's `skill` and each agent's allow-list
+        (patterns included), for knowing which upstream servers a run needs."""
+        names: set[str] = set()
+        for step in self.walk():
+            if step.skill:
+                names.add(step.skill)
+            if step.agent is not None:
+                names.update(step.agent.skills)
+        return names
 
     def walk(self) -> Iterator[StepSpec]:
         """Every step, depth first, in file order."""

@@ -1,4 +1,4 @@
-"""Checking a skill folder against SPEC 3: every violation, with where and how to fix it.
+"""Checking a skill folder against its format (docs/skills.md): every violation, with where and how to fix it.
 
 Lenient mode (what loading uses) reports spec violations that do not stop a skill from working
 as warnings; strict mode (`orchestrator skills validate`) reports them as errors. The checks
@@ -75,14 +75,17 @@ def _hint(loc: str, kind: str) -> str:
     if top in _HINTS:
         return _HINTS[top]
     if kind == "extra_forbidden":
-        return "remove the key or check its spelling against SPEC section 3"
+        return "remove the key or check its spelling against docs/skills.md#skillyaml"
     if loc.startswith("run.agent"):
-        return "see `run.agent` in SPEC section 3: skills, max_iterations, max_tokens, max_cost_usd, timeout, model"
+        return (
+            "`run.agent` takes skills, max_iterations, max_tokens, max_cost_usd, timeout, model, instructions, "
+            "max_output_tokens: see docs/models.md#agent-skills"
+        )
     if top == "run":
         return "write e.g. `run: {python: impl:main}`, `run: {script: scripts/run.py}` or `run: {prompt: prompt.md}`"
     if kind == "missing":
         return f"add `{loc}`"
-    return "see SPEC section 3 for this field"
+    return "see docs/skills.md#skillyaml for this field"
 
 
 def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
@@ -96,6 +99,8 @@ def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
             hint = f"did you mean '{close[0]}'?" if close else _hint(loc, err["type"])
             if allowed:
                 hint += f" (allowed here: {', '.join(allowed)})"
+            if close:
+                hint += "; see docs/skills.md#skillyaml"
             problems.append(Problem(path, f"unknown key '{parts[-1]}'", field=loc, hint=hint))
             continue
         problems.append(Problem(path, err["msg"], field=loc, hint=_hint(loc, err["type"])))
@@ -139,7 +144,9 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
         message = f"front matter is not valid YAML {describe_yaml_error(exc, line_offset=1)}"
         return None, [Problem(skill_md, message, hint="fix the YAML (quote values that contain ': ' or '[')")]
     except (ValueError, UnicodeDecodeError) as exc:
-        return None, [Problem(skill_md, str(exc), hint="see SPEC section 3 for the SKILL.md layout")]
+        return None, [
+            Problem(skill_md, str(exc), hint="see docs/skills.md#skillmd-front-matter for the SKILL.md layout")
+        ]
     problems = [
         Problem(
             skill_md,
@@ -180,7 +187,7 @@ def _check_contract(
     except UnicodeDecodeError as exc:
         return None, [Problem(path, f"not UTF-8 text: {exc}", hint="save skill.yaml as UTF-8")]
     if not isinstance(data, dict):
-        return None, [Problem(path, "skill.yaml must be a YAML mapping", hint="see SPEC section 3 for skill.yaml")]
+        return None, [Problem(path, "skill.yaml must be a YAML mapping", hint="see docs/skills.md#skillyaml")]
     contract = None
     problems: list[Problem] = []
     try:

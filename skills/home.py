@@ -28,7 +28,7 @@ DEFAULT_MODELS_FILE = Path(__file__).resolve().parent / "defaults" / "models.yam
 """The shipped model registry (SPEC 6), installed as `models/registry.yaml`."""
 _MANIFEST = ".install-manifest.json"
 _REGISTRY_HEADER = """\
-# Skills known to this orchestrator home (SPEC 2).
+# Skills known to this orchestrator home (docs/skills.md#the-registry).
 # enabled: false unpublishes a skill; enabled: true switches on one that is off by default
 # (shell-command, for example). source: builtin | user | created. Edit freely: installing
 # again only adds entries, it never changes yours.

@@ -29,7 +29,7 @@ __all__ = ["FolderSource", "RootReport", "report_roots"]
 
 log = logging.getLogger("skills.catalog")
 
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def _cache_entry(skill: FolderSkill) -> dict[str, Any]:
         "stamp": list(skill.stamp),
         "front": skill.front.model_dump(mode="json", by_alias=True, exclude_none=True),
         "contract": None if contract is None else contract.model_dump(mode="json", exclude_none=True),
-        "warnings": [[str(w.path), w.message, w.hint, w.field, w.severity] for w in skill.warnings],
+        "warnings": [[str(w.path), w.message, w.hint, w.field, w.severity, w.line, w.col] for w in skill.warnings],
     }
 
 
@@ -172,7 +172,10 @@ def _from_cache(
 ) -> FolderSkill:
     front = FrontMatter.model_validate(entry["front"])
     contract = None if entry["contract"] is None else SkillContract.model_validate(entry["contract"])
-    warnings = [Problem(Path(p), m, hint=h, field=f, severity=s) for p, m, h, f, s in entry.get("warnings", [])]
+    warnings = [
+        Problem(Path(p), m, hint=h, field=f, severity=s, line=line, col=col)
+        for p, m, h, f, s, line, col in entry.get("warnings", [])
+    ]
     for warning in warnings:  # what a cold start says, a warm one says too
         log.warning("%s", warning)
     return FolderSkill(folder, front, contract, source, warnings, stamp, boundary)

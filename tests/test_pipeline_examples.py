@@ -128,6 +128,7 @@ async def test_code_review_analyses_the_files_runs_the_tests_and_writes_a_report
     assert out == {
         "report": str(report),
         "files_reviewed": 2,
+        "tests": "failed",
         "tests_passed": 1,
         "tests_failed": 1,
         "most_complex": "classify",
@@ -136,7 +137,7 @@ async def test_code_review_analyses_the_files_runs_the_tests_and_writes_a_report
     }
     text = report.read_text()
     assert text.startswith(f"# Review of {project}\n")
-    assert "2 Python files; tests: 1 passed, 1 failed. Checked by CI." in text
+    assert "2 Python files; tests failed: 1 passed, 1 failed. Checked by CI." in text
     assert f"| {project / 'calc.py'} | classify | 13 | 4 |" in text
     assert "test_calc.py::test_classify_is_wrong" in text
     rows = [line for line in text.split("## failures")[0].splitlines() if line.startswith(f"| {project}")]
@@ -150,6 +151,7 @@ async def test_project_health_calls_the_review_and_the_router_pipelines(home: Pa
     assert out == {
         "report": str(_artifacts(home, "code-review", review_run) / "review.md"),
         "files_reviewed": 2,
+        "tests": "failed",
         "review_run": review_run,
         "worst_file": str(project / "calc.py"),
         "worst_branch": "elif1",  # complexity 13 > complex_above 5
@@ -192,6 +194,7 @@ async def test_docs_digest_measures_every_markdown_file_and_digests_the_longest(
     out = await call(home, "docs-digest", {"directory": str(docs), "top": 2})
     run_id = out["run_id"]
     assert out["documents"] == 4
+    assert len(out["unreadable"]) == 1 and f"{docs / 'broken.md'} is not valid utf-8 text" in out["unreadable"][0]
     assert out["longest"] == [
         {"path": str(docs / "sub" / "long.md"), "words": 161, "reading_time_minutes": 0.8},
         {"path": str(docs / "mid.md"), "words": 21, "reading_time_minutes": 0.1},
@@ -209,7 +212,7 @@ async def test_docs_digest_without_documents_writes_no_digest(home: Path, tmp_pa
     (empty / "src").mkdir(parents=True)
     (empty / "src" / "main.py").write_text("print(1)\n")
     out = await call(home, "docs-digest", {"directory": str(empty)})
-    assert out["documents"] == 0 and out["longest"] == [] and out["digest"] is None
+    assert out["documents"] == 0 and out["longest"] == [] and out["digest"] is None and out["unreadable"] == []
 
 
 @pytest.mark.parametrize(

@@ -56,8 +56,25 @@ def test_the_pipelines_shown_are_the_shipped_examples() -> None:
         assert block.strip() in shipped
 
 
+def test_npx_commands_answer_yes_so_they_run_in_a_non_interactive_shell() -> None:
+    calls = re.findall(r"\bnpx\s+([-@]\S+)", README)  # a command: its first word is a flag or a package
+    assert calls and all(flag == "-y" for flag in calls)
+
+
+def test_commands_name_the_program_one_way() -> None:
+    """`.venv/bin/orchestrator` everywhere, except the pipx and uvx forms that put it on PATH."""
+    bare = [
+        line
+        for line in README.splitlines()
+        if re.search(r"(^|[\s`(])orchestrator (serve|call|run|runs|skills|pipelines|servers|install|docs)\b", line)
+        and "pipx install" not in line
+        and "uvx --from" not in line
+    ]
+    assert bare == []
+
+
 async def test_the_error_envelope_shown_is_what_a_client_gets(home: Path) -> None:
-    shown = json.loads(_block_after("envelope (SPEC 7):"))
+    shown = json.loads(_block_after("envelope:"))
     jsonschema.validate(shown, ERROR_ENVELOPE_SCHEMA)
     async with Client(create_server()) as client:
         result = await client.call_tool("json-query", {"query": 5})

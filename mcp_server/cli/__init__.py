@@ -18,6 +18,8 @@ naming its handler with `set_defaults(handler=...)`:
     _runs       runs list|show|resume
     _doctor     doctor
     _progress   the live progress display of a run
+    _upstreams  the upstream MCP servers a command needs (--servers, --connect-timeout)
+    _docs       docs: the user reference of docs/, from the checkout or the installed copy
 """
 
 from __future__ import annotations
@@ -29,8 +31,19 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import _call, _doctor, _pipelines, _run, _runs, _serve, _servers, _setup, _skills
-from ._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, error, log
+from . import _call, _docs, _doctor, _pipelines, _run, _runs, _serve, _servers, _setup, _skills, _upstreams
+from ._common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    Parents,
+    UsageError,
+    error,
+    log,
+    sole_exception,
+)
 
 __all__ = ["main"]
 
@@ -55,17 +68,19 @@ def _parser() -> argparse.ArgumentParser:
         help="log to stderr from this level (serve: WARNING; other commands: quiet)",
     )
     skills_opt = argparse.ArgumentParser(add_help=False)
+    # One folder per flag: `nargs="+"` would swallow the positional after it (`call --skills D tool`).
     skills_opt.add_argument(
         "--skills",
         metavar="DIR",
-        nargs="+",
-        action="extend",
+        action="append",
         default=[],
-        help="extra skill folders; later ones override earlier ones and the home",
+        help="an extra skill folder (repeat for more); later ones override earlier ones and the home",
     )
     json_opt = argparse.ArgumentParser(add_help=False)
     json_opt.add_argument("--json", action="store_true", help="print JSON")
-    parents = Parents(common=common, skills=skills_opt, json=json_opt)
+    servers_opt = argparse.ArgumentParser(add_help=False)
+    _upstreams.add_options(servers_opt)
+    parents = Parents(common=common, skills=skills_opt, json=json_opt, servers=servers_opt)
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -87,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         _call.add_parsers,
         _setup.add_claude_parser,
         _doctor.add_parsers,
+        _docs.add_parsers,
     ):
         add_parsers(sub, parents)
     return parser
@@ -110,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         try:
             code = args.handler(args)
         except BaseExceptionGroup as group:  # one failure inside a task group: report that one
-            raise _sole(group) from None
+            raise sole_exception(group) from None
     except UsageError as exc:
         error(exc.message, exc.hint)
         code = EXIT_USAGE
@@ -141,9 +157,3 @@ def _report(exc: Exception) -> int:
     log.debug("unexpected error", exc_info=exc)
     error(f"internal error: {type(exc).__name__}: {exc}", "run with --log-level DEBUG for the traceback")
     return EXIT_FAILED
-
-
-def _sole(group: BaseExceptionGroup) -> BaseException:
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]
-    return group

@@ -15,16 +15,19 @@ from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Parents, error, not
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
 
+    from adapters import MCPSkillAdapter
+
     from ..app import OrchestratorServer
 
 
 def add_parsers(sub: Any, parents: Parents) -> None:
     call = sub.add_parser(
         "call",
-        parents=[parents.common, parents.skills, parents.json],
+        parents=[parents.common, parents.skills, parents.json, parents.servers],
         help="call a published tool locally",
-        description="Call a tool through an in-memory MCP client. VALUEs are parsed as JSON "
-        "when they parse, else taken as strings.",
+        description="Call any tool the server publishes (a skill, a pipeline, an imported tool, a meta tool) "
+        "through an in-memory MCP client; an imported tool's upstream server is started for the call. "
+        "VALUEs are parsed as JSON when they parse, else taken as strings.",
     )
     call.add_argument("tool", metavar="TOOL")
     call.add_argument(
@@ -44,7 +47,27 @@ def _cmd_call(args: argparse.Namespace) -> int:
     orchestrator = server(args)
     import anyio
 
-    return anyio.run(_call, orchestrator, args.tool, arguments, args.json)
+    from .._upstreams import needed_servers
+
+    needs = needed_servers(orchestrator, [args.tool])  # none for a folder skill: it never waits
+    return anyio.run(_call_with, orchestrator, args.tool, arguments, args.json, needs, args.connect_timeout)
+
+
+async def _call_with(
+    orchestrator: OrchestratorServer,
+    name: str,
+    arguments: dict[str, Any],
+    as_json: bool,
+    needs: list[MCPSkillAdapter],
+    timeout: float,
+) -> int:
+    from ._upstreams import connected, describe
+
+    async with connected(orchestrator, needs, timeout) as failures:
+        if failures and orchestrator.catalog.find(name) is None:
+            error(*describe(failures))
+            return EXIT_FAILED
+        return await _call(orchestrator, name, arguments, as_json)
 
 
 async def _call(orchestrator: OrchestratorServer, name: str, arguments: dict[str, Any], as_json: bool) -> int:

@@ -45,11 +45,21 @@ class Parents(NamedTuple):
     """--skills DIR ...: extra skill folders."""
     json: argparse.ArgumentParser
     """--json."""
+    servers: argparse.ArgumentParser
+    """--servers FILE and --connect-timeout: the upstream MCP servers a command may need."""
 
 
 def error(message: str, hint: str = "") -> None:
     """Report a failure as `orchestrator: error: ... (hint: ...)` on stderr."""
     print(f"{PROG}: error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
+
+
+def sole_exception(group: BaseExceptionGroup) -> BaseException:
+    """The one failure inside (nested) task groups, to report it as if no group were there."""
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    return found
 
 
 def print_json(data: Any) -> None:

@@ -10,34 +10,43 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._common import EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, print_json, server
 
 if TYPE_CHECKING:
+    from adapters import MCPSkillAdapter
     from pipelines.errors import Issue
     from pipelines.service import PipelineService
     from pipelines.source import PipelineSkill
+    from pipelines.spec import PipelineSpec
     from skills import LoadProblem
 
     from ..app import OrchestratorServer
 
+T = TypeVar("T")
+
 
 def add_parsers(sub: Any, parents: Parents) -> None:
-    common, skills_opt, json_opt = parents.common, parents.skills, parents.json
+    common, skills_opt, json_opt, servers_opt = parents.common, parents.skills, parents.json, parents.servers
     pipelines = sub.add_parser("pipelines", parents=[common], help="list, show, validate or graph pipelines")
     actions = pipelines.add_subparsers(dest="pipelines_command", metavar="ACTION", required=True)
     listing = actions.add_parser(
-        "list", parents=[common, skills_opt, json_opt], help="every published pipeline; broken files on stderr"
+        "list",
+        parents=[common, skills_opt, json_opt, servers_opt],
+        help="every published pipeline; broken files on stderr",
     )
     listing.set_defaults(handler=_list)
-    show = actions.add_parser("show", parents=[common, skills_opt, json_opt], help="a pipeline's help text")
+    show = actions.add_parser(
+        "show", parents=[common, skills_opt, json_opt, servers_opt], help="a pipeline's help text"
+    )
     show.add_argument("target", metavar="ID_OR_FILE")
     show.set_defaults(handler=_show)
     validate = actions.add_parser(
         "validate",
-        parents=[common, skills_opt, json_opt],
+        parents=[common, skills_opt, json_opt, servers_opt],
         help="check a pipeline file; exit 2 on any error",
         description="Verify a pipeline file against the skills and pipelines of this home and report every "
         "issue as FILE:LINE:COL: SEVERITY: MESSAGE (hint: ...). Exit 2 on errors, 0 with warnings only.",
@@ -45,7 +54,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     validate.add_argument("file", metavar="FILE")
     validate.set_defaults(handler=_validate)
     graph = actions.add_parser(
-        "graph", parents=[common, skills_opt], help="a pipeline as a Mermaid flowchart, on stdout"
+        "graph", parents=[common, skills_opt, servers_opt], help="a pipeline as a Mermaid flowchart, on stdout"
     )
     graph.add_argument("target", metavar="ID_OR_FILE")
     graph.set_defaults(handler=_graph)
@@ -99,6 +108,49 @@ def resolve_pipeline(orchestrator: OrchestratorServer, target: str) -> PipelineS
     raise UsageError(f"no pipeline named '{target}'", hint)
 
 
+def target_spec(orchestrator: OrchestratorServer, target: str) -> PipelineSpec | None:
+    """The parsed (not necessarily verified) pipeline `target` names, to know what it needs."""
+    from pipelines.errors import VerificationError
+    from pipelines.loader import load_spec_file
+    from pipelines.source import PipelineSkill
+
+    from .._upstreams import unpublished_pipelines
+
+    if _looks_like_file(target):
+        try:
+            return load_spec_file(Path(target).expanduser())[0]
+        except VerificationError:  # unreadable or broken: resolve_pipeline reports it
+            return None
+    found = orchestrator.catalog.find(target)
+    if isinstance(found, PipelineSkill):
+        return found.spec
+    unpublished = unpublished_pipelines(orchestrator).get(target)
+    return unpublished[1] if unpublished is not None else None
+
+
+def pipeline_needs(orchestrator: OrchestratorServer, target: str) -> list[MCPSkillAdapter]:
+    """The upstream servers that running (or verifying) the pipeline `target` needs."""
+    from .._upstreams import needed_servers
+
+    spec = target_spec(orchestrator, target)
+    return needed_servers(orchestrator, specs=[spec]) if spec is not None else []
+
+
+def resolve_connected(args: argparse.Namespace, work: Callable[[OrchestratorServer, PipelineSkill], T]) -> T:
+    """`work(server, pipeline)` for the pipeline `args.target`, with the upstreams it needs connected."""
+    from ._upstreams import describe, with_upstreams
+
+    orchestrator = server(args)
+    needs = pipeline_needs(orchestrator, args.target)
+
+    def resolved(failures: dict[str, str]) -> T:
+        if failures and orchestrator.catalog.find(args.target) is None:
+            raise UsageError(*describe(failures))
+        return work(orchestrator, resolve_pipeline(orchestrator, args.target))
+
+    return with_upstreams(orchestrator, needs, args.connect_timeout, resolved)
+
+
 def show_warnings(skill: PipelineSkill) -> None:
     for issue in skill.warnings:
         print(issue, file=sys.stderr)
@@ -139,14 +191,27 @@ def issue_dict(issue: Issue) -> dict[str, Any]:
 
 # -- list --------------------------------------------------------------------------------------
 def _list(args: argparse.Namespace) -> int:
-    from pipelines.source import PipelineSkill
+    from .._upstreams import needed_servers, unpublished_pipelines
+    from ._upstreams import with_upstreams
 
     orchestrator = server(args)
+    needs: list[MCPSkillAdapter] = []
+    if orchestrator.servers is not None:  # what the pipelines waiting for upstreams call
+        needs = needed_servers(orchestrator, specs=[spec for _, spec in unpublished_pipelines(orchestrator).values()])
+    return with_upstreams(orchestrator, needs, args.connect_timeout, lambda down: _list_now(args, orchestrator, down))
+
+
+def _list_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: dict[str, str]) -> int:
+    from pipelines.source import PipelineSkill
+
+    from ._upstreams import report
+
     service = service_of(orchestrator)
     catalog = orchestrator.catalog
     rows = [(s, True) for s in catalog if isinstance(s, PipelineSkill)]
     rows += [(s, False) for s in catalog.disabled() if isinstance(s, PipelineSkill)]
     rows.sort(key=lambda row: row[0].name)
+    report(down)
     problems = report_broken(service, load_problems(service))
     if args.json:
         print_json(
@@ -199,9 +264,12 @@ def _print_table(rows: list[tuple[PipelineSkill, bool]]) -> None:
 
 # -- show, graph -------------------------------------------------------------------------------
 def _show(args: argparse.Namespace) -> int:
+    return resolve_connected(args, lambda _, skill: _show_now(args, skill))
+
+
+def _show_now(args: argparse.Namespace, skill: PipelineSkill) -> int:
     from pipelines.describe import example_arguments, help_text
 
-    skill = resolve_pipeline(server(args), args.target)
     spec = skill.spec
     if args.json:
         print_json(
@@ -248,7 +316,7 @@ def _stays_a_string(text: str) -> bool:
 def _graph(args: argparse.Namespace) -> int:
     from pipelines.describe import mermaid
 
-    print(mermaid(resolve_pipeline(server(args), args.target).spec))
+    print(resolve_connected(args, lambda _, skill: mermaid(skill.spec)))
     return EXIT_OK
 
 
@@ -257,8 +325,16 @@ def _validate(args: argparse.Namespace) -> int:
     path = Path(args.file).expanduser()
     if not path.is_file():
         raise UsageError(f"{args.file}: no such file", "give the path of a pipeline YAML file")
-    service = service_of(server(args))
-    issues = file_issues(service, path)
+    from ._upstreams import report, with_upstreams
+
+    orchestrator = server(args)
+    service = service_of(orchestrator)
+
+    def check(down: dict[str, str]) -> list[Issue]:
+        report(down)  # its tools stay unknown: the issues say so
+        return file_issues(service, path)
+
+    issues = with_upstreams(orchestrator, pipeline_needs(orchestrator, str(path)), args.connect_timeout, check)
     errors = sum(i.severity == "error" for i in issues)
     warnings = len(issues) - errors
     if args.json:

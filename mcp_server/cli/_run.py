@@ -30,8 +30,11 @@ from ._common import (
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
+    from pipelines.source import PipelineSkill
     from pipelines.spec import PipelineSpec
     from skills import SkillContext, SkillRunError
+
+    from ..app import OrchestratorServer
 
 Start = Callable[["SkillContext"], Awaitable[dict[str, Any]]]
 """Starts (or resumes) the run with the context that carries progress and logs to the display."""
@@ -40,7 +43,7 @@ Start = Callable[["SkillContext"], Awaitable[dict[str, Any]]]
 def add_parsers(sub: Any, parents: Parents) -> None:
     run = sub.add_parser(
         "run",
-        parents=[parents.common, parents.skills, parents.json],
+        parents=[parents.common, parents.skills, parents.json, parents.servers],
         help="run a pipeline, with a live progress display",
         description="Run a published pipeline (by id) or a pipeline YAML file (verified first). VALUEs are "
         "parsed as JSON when they parse, else taken as strings. Exit status: 0 success, 1 the pipeline "
@@ -60,24 +63,44 @@ def add_parsers(sub: Any, parents: Parents) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ._pipelines import resolve_pipeline, service_of, show_warnings
+    from pipelines.source import new_run_id
+
+    from ._pipelines import pipeline_needs, service_of, target_spec
 
     inputs = parse_pairs(args.inputs, "--input")
     orchestrator = server(args)
     service = service_of(orchestrator)
-    skill = resolve_pipeline(orchestrator, args.pipeline)
-    _check_inputs(skill.name, args.pipeline, skill.input_schema, inputs)
-    show_warnings(skill)
-    from pipelines.source import new_run_id
-
     run_id = new_run_id()
-    arguments = skill.defaults(inputs)
+    needs = pipeline_needs(orchestrator, args.pipeline)
+    spec = target_spec(orchestrator, args.pipeline) if needs else None
+    if spec is None:  # nothing to connect first: mistakes are reported before the display opens
+        skill = _resolved(orchestrator, args.pipeline, inputs)
 
-    def start(ctx: SkillContext) -> Awaitable[dict[str, Any]]:
+        def start(ctx: SkillContext) -> Awaitable[dict[str, Any]]:
+            orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
+            return service.run(skill, skill.defaults(inputs), ctx, run_id=run_id)
+
+        return drive(service, skill.name, skill.spec, run_id, start, as_json=args.json)
+
+    async def start_connected(ctx: SkillContext) -> dict[str, Any]:
+        from ._upstreams import required
+
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
-        return service.run(skill, arguments, ctx, run_id=run_id)
+        async with required(orchestrator, needs, args.connect_timeout):  # verified once its tools are there
+            skill = _resolved(orchestrator, args.pipeline, inputs)
+            return await service.run(skill, skill.defaults(inputs), ctx, run_id=run_id)
 
-    return drive(service, skill.name, skill.spec, run_id, start, as_json=args.json)
+    return drive(service, spec.id, spec, run_id, start_connected, as_json=args.json)
+
+
+def _resolved(orchestrator: OrchestratorServer, target: str, inputs: dict[str, Any]) -> PipelineSkill:
+    """The pipeline to run, its inputs checked and its warnings shown."""
+    from ._pipelines import resolve_pipeline, show_warnings
+
+    skill = resolve_pipeline(orchestrator, target)
+    _check_inputs(skill.name, target, skill.input_schema, inputs)
+    show_warnings(skill)
+    return skill
 
 
 def _check_inputs(pipeline: str, target: str, schema: dict[str, Any], inputs: dict[str, Any]) -> None:

@@ -39,7 +39,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     show.set_defaults(handler=_show)
     resume = actions.add_parser(
         "resume",
-        parents=[common, parents.skills, json_opt],
+        parents=[common, parents.skills, json_opt, parents.servers],
         help="continue a failed, cancelled or interrupted run",
         description="Continue a run without re-running its finished steps, with the same progress display and "
         "exit status as `orchestrator run`.",
@@ -168,8 +168,9 @@ def _target(args: argparse.Namespace, record: RunRecord) -> str:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from ._pipelines import service_of
+    from ._pipelines import pipeline_needs, service_of
     from ._run import drive
+    from ._upstreams import required
 
     record = find_run(_store(args), args.run)
     if record.status == "succeeded":
@@ -179,9 +180,11 @@ def _resume(args: argparse.Namespace) -> int:
     orchestrator = server(args)
     service = service_of(orchestrator)
     spec = service.specs().get(record.pipeline)
+    needs = pipeline_needs(orchestrator, record.file or record.pipeline)  # the upstreams its steps call
 
-    def start(ctx: SkillContext) -> Any:
+    async def start(ctx: SkillContext) -> Any:
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
-        return service.resume(record.run_id, ctx)
+        async with required(orchestrator, needs, args.connect_timeout):
+            return await service.resume(record.run_id, ctx)
 
     return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json)

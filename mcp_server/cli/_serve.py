@@ -91,6 +91,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..transports import serve_http, serve_stdio
 
     if args.transport == "stdio":
+        if sys.stdin.isatty():  # a person, not a client: say what this is waiting for
+            print(_waiting_line(), file=sys.stderr, flush=True)
         anyio.run(_serve_stdio_until_interrupted, orchestrator, serve_stdio)
         return EXIT_OK
     _check_bindable(args.host, args.port)
@@ -114,6 +116,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "is the port in use? try another --port, or --port 0 for a free one",
         ) from None
     return EXIT_OK
+
+
+def _waiting_line() -> str:
+    """What stdio `serve` prints when started in a terminal, where it looks like a hang."""
+    import shlex
+    import shutil
+
+    command = shutil.which(sys.argv[0]) or sys.argv[0]
+    command = os.path.abspath(command) if os.sep in command else command
+    command = shlex.quote(command)
+    return (
+        f"{PROG}: serving MCP over stdio, waiting for a client on stdin (Ctrl-C stops). Attach one: "
+        f"`{command} claude-config --write` (Claude Desktop) or "
+        f"`npx -y @modelcontextprotocol/inspector {command} serve` (MCP Inspector)"
+    )
 
 
 def _check_bindable(host: str, port: int) -> None:

@@ -23,14 +23,20 @@ from ._common import (
 if TYPE_CHECKING:
     from skills import LoadProblem, Problem, Skill
 
+    from ..app import OrchestratorServer
+
 
 def add_parsers(sub: Any, parents: Parents) -> None:
-    common, skills_opt, json_opt = parents.common, parents.skills, parents.json
+    common, skills_opt, json_opt, servers_opt = parents.common, parents.skills, parents.json, parents.servers
     skills = sub.add_parser("skills", parents=[common], help="list, show or validate skills")
     skills_sub = skills.add_subparsers(dest="skills_command", metavar="ACTION", required=True)
-    listing = skills_sub.add_parser("list", parents=[common, skills_opt, json_opt], help="every skill and its source")
+    listing = skills_sub.add_parser(
+        "list",
+        parents=[common, skills_opt, json_opt, servers_opt],
+        help="every skill and its source, imported tools included (their servers are started)",
+    )
     listing.set_defaults(handler=_skills_list)
-    show = skills_sub.add_parser("show", parents=[common, skills_opt, json_opt], help="one skill in full")
+    show = skills_sub.add_parser("show", parents=[common, skills_opt, json_opt, servers_opt], help="one skill in full")
     show.add_argument("name", metavar="NAME")
     show.set_defaults(handler=_skills_show)
     validate = skills_sub.add_parser(
@@ -82,7 +88,19 @@ def _problem_json(problem: LoadProblem) -> dict[str, Any]:
 
 
 def _skills_list(args: argparse.Namespace) -> int:
-    catalog = server(args).catalog
+    from ._upstreams import with_upstreams
+
+    orchestrator = server(args)
+    upstreams = orchestrator.servers
+    needs = [a for a in upstreams.adapters.values() if a.config.enabled] if upstreams is not None else []
+    return with_upstreams(orchestrator, needs, args.connect_timeout, lambda down: _list_now(args, orchestrator, down))
+
+
+def _list_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: dict[str, str]) -> int:
+    from ._upstreams import report
+
+    report(down)
+    catalog = orchestrator.catalog
     rows = [(s, True) for s in catalog] + [(s, False) for s in catalog.disabled()]
     rows.sort(key=lambda row: row[0].name)
     problems = catalog.problems()
@@ -121,7 +139,18 @@ def _skills_list(args: argparse.Namespace) -> int:
 
 
 def _skills_show(args: argparse.Namespace) -> int:
+    from .._upstreams import needed_servers
+    from ._upstreams import with_upstreams
+
     orchestrator = server(args)
+    needs = needed_servers(orchestrator, [args.name])
+    return with_upstreams(orchestrator, needs, args.connect_timeout, lambda down: _show_now(args, orchestrator, down))
+
+
+def _show_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: dict[str, str]) -> int:
+    from ._upstreams import report
+
+    report(down)
     catalog = orchestrator.catalog
     skill = catalog.find(args.name)
     enabled = skill is not None
