@@ -53,8 +53,9 @@ def build_repo(base: Path) -> Path:
     outside = write_skill(base / "outside", "escape")
     (repo / "escape").mkdir()
     (repo / "escape/SKILL.md").symlink_to(outside / "SKILL.md")
-    # A folder link back to the root: the walk must end.
+    # A folder link back to the root: the walk must end. One to a folder outside: not followed.
     (repo / "skills/loop").symlink_to("..")
+    (repo / "elsewhere").symlink_to(base / "outside")
     (repo / "exports").mkdir()
     (repo / "exports/report-writer.skill").write_bytes(
         skill_zip({"report-writer/SKILL.md": skill_md("report-writer"), "report-writer/templates/t.md": "# T\n"})

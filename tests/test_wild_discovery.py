@@ -55,6 +55,7 @@ def test_skills_list_json_reports_overrides_and_every_skipped_folder_with_its_re
     reasons = {Path(p["path"]).name: p["problems"][0]["message"] for p in data["problems"]}
     assert "does not exist" in reasons["dangling"]
     assert "outside the root" in reasons["escape"]
+    assert "folder link that leads outside the root" in reasons["elsewhere"]
     assert "warning: skill 'pdf'" in done.err
 
 

@@ -125,9 +125,9 @@ def _print_result(result: CallToolResult, as_json: bool, root: Path | None = Non
         where, hint = failure["where"], failure["hint"]
         place = root / where.rpartition(":")[0] if root is not None and where else None
         if place is not None and place.is_file():  # a line of the skill's own code: name the file in full
-            where = f"{root / where}"
+            where = f"at {root / where}"
             hint = "run again with --log-level DEBUG for the full traceback"
-        error(f"{failure['message']}" + (f" (at {where})" if where else ""), hint)
+        error(f"{failure['message']}" + (f" ({where})" if where else ""), hint)
     elif result.is_error:  # an imported tool's own error passes through as it came
         error(text.strip() or "the tool failed without a message", "")
     elif result.structured_content is not None:
