@@ -20,57 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
+from . import _loops
+from ._state import RunState, graph_state
 from .errors import PipelineError
-from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
+from .spec import PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph, StateGraph
 
     from .runtime import RunContext
 
-__all__ = ["CompiledPipeline", "RunState", "compile_pipeline", "state_names"]
+__all__ = ["CompiledPipeline", "RunState", "compile_pipeline", "graph_state", "state_names"]
 
 DEFAULT_MAX_PARALLEL = 16
-
-
-def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    if not new:
-        return old or {}
-    return {**(old or {}), **new}
-
-
-def _merge_fanin(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    out = dict(old or {})
-    for key, items in (new or {}).items():
-        out[key] = None if items is None else {**(out.get(key) or {}), **items}
-    return out
-
-
-def _add_usage(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    """Sum the per-step usage tallies (several items, attempts or nested calls of one step add up)."""
-    if not new:
-        return old or {}
-    out = dict(old or {})
-    for step, tally in new.items():
-        mine = out.get(step)
-        out[step] = tally if mine is None else {k: mine.get(k, 0) + v for k, v in tally.items()}
-    return out
-
-
-class RunState(TypedDict, total=False):
-    """What the graph carries (and checkpoints) between nodes."""
-
-    scope: Annotated[dict[str, Any], _merge]
-    """Names visible to expressions: inputs, state variables, step outputs, loop variables."""
-    ctl: Annotated[dict[str, Any], _merge]
-    """Control data of loops and branches (indexes, saved loop variables, branch taken)."""
-    fanin: Annotated[dict[str, Any], _merge_fanin]
-    """Results of parallel items by step id and item index, until the loop's done node orders them."""
-    usage: Annotated[dict[str, Any], _add_usage]
-    """Tokens and cost of the model calls of each step (checkpointed: a resumed run keeps the
-    spend of the steps it does not run again)."""
 
 
 def state_names(spec: PipelineSpec) -> list[str]:
@@ -131,7 +95,7 @@ class _Builder:
         from .runtime import RunContext
 
         self.state_vars = state_vars
-        self.graph = graph if graph is not None else StateGraph(RunState, context_schema=RunContext)
+        self.graph = graph if graph is not None else StateGraph(graph_state(), context_schema=RunContext)
         self._ids: set[str] = set()
 
     # -- blocks ----------------------------------------------------------------------------------
@@ -204,28 +168,32 @@ class _Builder:
 
     # -- while -----------------------------------------------------------------------------------
     def _while(self, step: StepSpec) -> tuple[str, list[str]]:
-        start = self._add(f"{step.id}.start", _while_start_node(step))
-        guard = self._add(f"{step.id}.guard", _while_guard_node(step))
-        done = self._add(f"{step.id}.done", _while_done_node(step))
+        start = self._add(f"{step.id}.start", _loops.while_start_node(step))
+        guard = self._add(f"{step.id}.guard", _loops.while_guard_node(step))
+        done = self._add(f"{step.id}.done", _loops.while_done_node(step))
         entry, exits = self._body(step)
         self.graph.add_edge(start, guard)
-        self.graph.add_conditional_edges(guard, _loop_router(step), {"body": entry, "done": done})
+        self.graph.add_conditional_edges(guard, _loops.loop_router(step), {"body": entry, "done": done})
         for node in exits:
             self.graph.add_edge(node, guard)
         return start, [done]
 
     # -- for -------------------------------------------------------------------------------------
     def _sequential_for(self, step: StepSpec) -> tuple[str, list[str]]:
-        start = self._add(f"{step.id}.start", _for_start_node(step))
-        guard = self._add(f"{step.id}.guard", _for_guard_node(step))
-        nxt = self._add(f"{step.id}.next", _for_next_node(step))
-        done = self._add(f"{step.id}.done", _for_done_node(step))
-        entry, exits = self._body(step)
-        self.graph.add_edge(start, guard)
-        self.graph.add_conditional_edges(guard, _loop_router(step), {"body": entry, "done": done})
+        start = self._add(f"{step.id}.start", _loops.for_start_node(step))
+        done = self._add(f"{step.id}.done", _loops.for_done_node(step))
+        router = _loops.loop_router(step)
+        if not step.steps:  # one node per item, looping back to itself
+            item = self._add(f"{step.id}.call", _loops.for_item_node(step))
+            self.graph.add_conditional_edges(start, router, {"body": item, "done": done})
+            self.graph.add_conditional_edges(item, router, {"body": item, "done": done})
+            return start, [done]
+        guard = self._add(f"{step.id}.next", _loops.for_guard_node(step))
+        entry, exits = self.block(step.steps)
+        self.graph.add_conditional_edges(start, router, {"body": entry, "done": done})
         for node in exits:
-            self.graph.add_edge(node, nxt)
-        self.graph.add_edge(nxt, guard)
+            self.graph.add_edge(node, guard)
+        self.graph.add_conditional_edges(guard, router, {"body": entry, "done": done})
         return start, [done]
 
     def _parallel_for(self, step: StepSpec) -> tuple[str, list[str]]:
@@ -241,11 +209,14 @@ class _Builder:
             # checkpointer=False: an item is the unit of resume; its inner steps are not checkpointed.
             body_graph = sub.graph.compile(checkpointer=False)
             self._ids |= sub._ids
-        start = self._add(f"{step.id}.start", _fan_start_node(step))
-        item = self._add(f"{step.id}.item", _fan_item_node(step, body_graph, self.state_vars))
-        done = self._add(f"{step.id}.done", _fan_done_node(step))
-        self.graph.add_conditional_edges(start, _fan_router(step, item), [item, done])
-        self.graph.add_edge(item, done)
+        start = self._add(f"{step.id}.start", _loops.fan_start_node(step))
+        item = self._add(f"{step.id}.item", _loops.fan_item_node(step, body_graph, self.state_vars))
+        wave = self._add(f"{step.id}.wave", _loops.fan_wave_node(step))
+        done = self._add(f"{step.id}.done", _loops.fan_done_node(step))
+        router = _loops.fan_router(step, item)
+        self.graph.add_conditional_edges(start, router, [item, done])
+        self.graph.add_edge(item, wave)
+        self.graph.add_conditional_edges(wave, router, [item, done])
         return start, [done]
 
 
@@ -261,7 +232,9 @@ def _skill_node(step: StepSpec, output_key: str | None = None) -> Node:
 
 def _start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        run = _ctx(runtime).condition_holds(step, state["scope"])
+        ctx = _ctx(runtime)
+        await ctx.step_started(step)
+        run = ctx.condition_holds(step, state["scope"])
         return {"ctl": {f"{step.id}:run": run}}
 
     return node
@@ -285,7 +258,9 @@ def _group_done_node(step: StepSpec, state_vars: list[str]) -> Node:
 
 def _if_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        return {"ctl": {f"{step.id}:branch": _ctx(runtime).choose_branch(step, state["scope"])}}
+        ctx = _ctx(runtime)
+        await ctx.step_started(step)
+        return {"ctl": {f"{step.id}:branch": ctx.choose_branch(step, state["scope"])}}
 
     return node
 
@@ -306,213 +281,5 @@ def _if_join_node(step: StepSpec) -> Node:
             output = {i: scope.get(i) for i in by_label.get(label or "", [])}
             output["branch"] = label or "none"
         return _ctx(runtime).finish_step(step, scope, output)
-
-    return node
-
-
-def _loop_router(step: StepSpec) -> Callable[[RunState], str]:
-    return lambda state: "body" if state["ctl"].get(f"{step.id}:go") else "done"
-
-
-def _while_start_node(step: StepSpec) -> Node:
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        run = _ctx(runtime).condition_holds(step, state["scope"])
-        saved = {"loop": state["scope"].get("loop")}
-        return {"ctl": {f"{step.id}:i": 0, f"{step.id}:run": run, f"{step.id}:saved": saved}}
-
-    return node
-
-
-def _while_guard_node(step: StepSpec) -> Node:
-    assert step.while_ is not None
-    cap = step.while_.max_iterations or DEFAULT_MAX_ITERATIONS
-
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctl = state["ctl"]
-        done = ctl[f"{step.id}:i"]
-        loop = {"index": done + 1, "index0": done, "first": done == 0}
-        go = bool(ctl.get(f"{step.id}:run")) and done < cap
-        if go:
-            go = _ctx(runtime).check(step.while_.condition, {**state["scope"], "loop": loop}, step)  # type: ignore[union-attr]
-        update: dict[str, Any] = {"ctl": {f"{step.id}:go": go, f"{step.id}:i": done + 1 if go else done}}
-        if go:
-            update["scope"] = {"loop": loop}
-        return update
-
-    return node
-
-
-def _while_done_node(step: StepSpec) -> Node:
-    ids = [s.id for s in step.steps or []] or [f"{step.id}.item"]
-
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctl, scope = state["ctl"], state["scope"]
-        if not ctl.get(f"{step.id}:run"):
-            output = None
-        else:
-            output = {i.removesuffix(".item"): scope.get(i) for i in ids}
-            output["iterations"] = ctl[f"{step.id}:i"]
-        restored = {**scope, **ctl[f"{step.id}:saved"]}
-        return _ctx(runtime).finish_step(step, restored, output, restore=ctl[f"{step.id}:saved"])
-
-    return node
-
-
-def _for_start_node(step: StepSpec) -> Node:
-    assert step.for_ is not None
-    var = step.for_.variable
-
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        scope = state["scope"]
-        run = ctx.condition_holds(step, scope)
-        items = ctx.loop_items(step, scope) if run else []
-        saved = {var: scope.get(var), "loop": scope.get("loop")}
-        return {
-            "ctl": {
-                f"{step.id}:run": run,
-                f"{step.id}:items": items,
-                f"{step.id}:i": 0,
-                f"{step.id}:results": [],
-                f"{step.id}:saved": saved,
-            }
-        }
-
-    return node
-
-
-def _loop_info(index0: int, length: int) -> dict[str, Any]:
-    return {
-        "index": index0 + 1,
-        "index0": index0,
-        "first": index0 == 0,
-        "last": index0 == length - 1,
-        "length": length,
-        "revindex": length - index0,
-    }
-
-
-def _for_guard_node(step: StepSpec) -> Node:
-    assert step.for_ is not None
-    var = step.for_.variable
-
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctl = state["ctl"]
-        items, i = ctl[f"{step.id}:items"], ctl[f"{step.id}:i"]
-        if i >= len(items):
-            return {"ctl": {f"{step.id}:go": False}}
-        return {"ctl": {f"{step.id}:go": True}, "scope": {var: items[i], "loop": _loop_info(i, len(items))}}
-
-    return node
-
-
-def _for_next_node(step: StepSpec) -> Node:
-    ids = [s.id for s in step.steps or []]
-
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctl, scope = state["ctl"], state["scope"]
-        i, items = ctl[f"{step.id}:i"], ctl[f"{step.id}:items"]
-        result = {k: scope.get(k) for k in ids} if ids else scope.get(f"{step.id}.item")
-        await _ctx(runtime).item_done(step, i + 1, len(items))
-        return {"ctl": {f"{step.id}:i": i + 1, f"{step.id}:results": [*ctl[f"{step.id}:results"], result]}}
-
-    return node
-
-
-def _for_done_node(step: StepSpec) -> Node:
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctl, scope = state["ctl"], state["scope"]
-        output = ctl[f"{step.id}:results"] if ctl.get(f"{step.id}:run") else None
-        saved = ctl[f"{step.id}:saved"]
-        return _ctx(runtime).finish_step(step, {**scope, **saved}, output, restore=saved)
-
-    return node
-
-
-def _fan_start_node(step: StepSpec) -> Node:
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        scope = state["scope"]
-        run = ctx.condition_holds(step, scope)
-        items = ctx.loop_items(step, scope) if run else []
-        return {"ctl": {f"{step.id}:run": run, f"{step.id}:n": len(items)}, "fanin": {step.id: None}}
-
-    return node
-
-
-def _fan_router(step: StepSpec, item_node: str) -> Callable[[RunState], Any]:
-    from langgraph.types import Send
-
-    assert step.for_ is not None
-    var = step.for_.variable
-
-    def route(state: RunState) -> Any:
-        ctl = state["ctl"]
-        if not ctl.get(f"{step.id}:run") or not ctl.get(f"{step.id}:n"):
-            return f"{step.id}.done"
-        scope = state["scope"]
-        items = _items_cache(state, step)
-        n = len(items)
-        return [
-            Send(item_node, {"scope": {**scope, var: item, "loop": _loop_info(i, n)}, "index": i})
-            for i, item in enumerate(items)
-        ]
-
-    return route
-
-
-def _items_cache(state: RunState, step: StepSpec) -> list[Any]:
-    # The items were evaluated by the start node; re-rendering here is cheap and keeps them out
-    # of the checkpoint (a 1,000-item list would otherwise be stored twice).
-    from .runtime import loop_items
-
-    return loop_items(step, state["scope"])
-
-
-def _fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
-    ids = [s.id for s in step.steps or []]
-
-    async def node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        index = payload["index"]
-        async with ctx.parallel_slot(step):
-            if body is None:
-                update = await ctx.run_skill_step(step, {"scope": payload["scope"], "ctl": {}}, f"{step.id}.item")
-                result: Any = update["scope"][f"{step.id}.item"]
-                changed = {k: v for k, v in update["scope"].items() if k in state_vars}
-                spent = update.get("usage")
-            else:
-                # An own thread id gives the body its own lineage instead of the parent's ambient
-                # configurable (checkpoint namespace, `durability="sync"`, which LangGraph cannot
-                # honour in a graph compiled without a checkpointer).
-                config = {"configurable": {"thread_id": f"{ctx.run_id}/{step.id}/{index}"}}
-                final = await body.ainvoke({"scope": payload["scope"], "ctl": {}, "fanin": {}}, config, context=ctx)
-                inner = final["scope"]
-                result = {k: inner.get(k) for k in ids}
-                changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != payload["scope"].get(k)}
-                spent = final.get("usage")
-        await ctx.item_done(step, None, None)
-        update = {"fanin": {step.id: {str(index): {"result": result, "state": changed}}}}
-        if spent:
-            update["usage"] = spent
-        return update
-
-    return node
-
-
-def _fan_done_node(step: StepSpec) -> Node:
-    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctl, scope = state["ctl"], state["scope"]
-        if not ctl.get(f"{step.id}:run"):
-            return _ctx(runtime).finish_step(step, scope, None)
-        got = (state.get("fanin") or {}).get(step.id) or {}
-        ordered = [got[str(i)] for i in range(ctl[f"{step.id}:n"])]
-        state_updates: dict[str, Any] = {}
-        for entry in ordered:  # in item order: the last item's assignment wins
-            state_updates.update(entry["state"])
-        update = _ctx(runtime).finish_step(step, {**scope, **state_updates}, [e["result"] for e in ordered])
-        update["scope"] = {**state_updates, **update.get("scope", {})}
-        update["fanin"] = {step.id: None}
-        return update
 
     return node

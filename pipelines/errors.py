@@ -9,7 +9,11 @@ went wrong while a run was under way.
     │                              breaks the sandbox (names the expression)
     ├── VerificationError          a pipeline file with problems; carries every `Issue` at once
     ├── StepFailed                 a step failed at run time (names the step)
+    │   └── RunLimitExceeded       the run hit one of its limits (names the limit and the step)
     └── RunCancelled               the run was cancelled by the client or the user
+
+`RunLimitError` is how a `RunLimitExceeded` reaches a caller: a `skills.SkillRunError` (so every
+caller of a skill handles it) whose envelope type is `limit_exceeded` and which names the limit.
 
 `Issue` is not an exception: it is one problem found by the verifier, rendered as
 `file:line:col: severity: message (hint: ...)`. A failure record is not one either: it is what
@@ -23,12 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from skills.errors import ErrorType, SkillRunError
+
 __all__ = [
     "FAILED_MARK",
     "ExpressionError",
     "Issue",
     "PipelineError",
     "RunCancelled",
+    "RunLimitError",
+    "RunLimitExceeded",
     "StepFailed",
     "VerificationError",
     "failure_record",
@@ -129,3 +137,26 @@ def failure_record(step_id: str, message: str) -> dict[str, Any]:
 def is_failure_record(value: Any) -> bool:
     """True for what `failure_record` made (the `failed` test of expressions: `{{ x is failed }}`)."""
     return isinstance(value, Mapping) and value.get(FAILED_MARK) is True
+
+
+class RunLimitExceeded(StepFailed):
+    """The run reached one of its limits (`pipelines.limits`); `limit` names it (`max_steps`, ...).
+
+    Never retried nor continued past by `on_error: continue`: the limit bounds the whole run.
+    """
+
+    limit: str
+
+    def __init__(self, message: str, *, limit: str, hint: str = "", step_id: str = "") -> None:
+        super().__init__(message, hint=hint, step_id=step_id)
+        self.limit = limit
+
+
+class RunLimitError(SkillRunError):
+    """A run stopped at one of its limits, as its caller sees it (envelope type `limit_exceeded`)."""
+
+    error_type: ErrorType = "limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str, hint: str = "", where: str = "") -> None:
+        super().__init__(message, hint=hint, where=where)
+        self.limit = limit

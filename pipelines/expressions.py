@@ -64,6 +64,7 @@ __all__ = [
     "HELPERS",
     "evaluate",
     "is_template",
+    "names_read",
     "referenced_names",
     "render",
     "render_text",
@@ -167,6 +168,23 @@ def referenced_names(value: Any, *, expression: bool = False) -> set[str]:
     return names
 
 
+def names_read(value: Any, *, expression: bool = False) -> set[str] | None:
+    """Every root name the templates in `value` may read, guarded reads included; None if one
+    does not compile (then anything may be read).
+
+    The runtime sends a parallel loop's items only these names instead of the whole scope: a
+    name read under `default(...)` must travel too, or the default would wrongly apply.
+    """
+    names: set[str] = set()
+    for text in _strings(value):
+        if is_template(text) or (expression and text.strip()):
+            program = _compile(text, not is_template(text))
+            if program.error is not None:
+                return None
+            names |= program.reads
+    return names
+
+
 def syntax_error(value: Any, *, expression: bool = False) -> ExpressionError | None:
     """The first template in `value` that does not compile (syntax, unknown filter, sandbox), or None.
 
@@ -196,6 +214,8 @@ class _Program:
     ast: nodes.Template | None = None
     path: tuple[str, ...] | None = None
     names: frozenset[str] = frozenset()
+    reads: frozenset[str] = frozenset()
+    """`names` plus the names read only under `is defined` / `default(...)`."""
     error: ExpressionError | None = None
     _template: Template | None = None
 
@@ -232,13 +252,14 @@ def _compile(source: str, bare: bool) -> _Program:
             ast = ENVIRONMENT.parse(source)
             expr = _lone_expression(ast)
         _check(ast)
-        names = frozenset(_unguarded(ast, meta.find_undeclared_variables(ast) - HELPERS.keys()))
+        reads = frozenset(meta.find_undeclared_variables(ast) - HELPERS.keys())
+        names = frozenset(_unguarded(ast, set(reads)))
         _rewrite(ast)
         if expr is None:
-            return _Program(source, "text", ast, names=names)
+            return _Program(source, "text", ast, names=names, reads=reads)
         body = nodes.Template([nodes.Assign(nodes.Name(_RESULT, "store"), expr, lineno=1)], lineno=1)
         body.set_environment(ENVIRONMENT)
-        return _Program(source, "lone", body, _path(expr), names)
+        return _Program(source, "lone", body, _path(expr), names, reads)
     except TemplateSyntaxError as exc:
         message = f"syntax error in {_quote(source)}: {exc.message}"
         error = ExpressionError(message, hint=_SYNTAX_HINT, expression=source, line=exc.lineno)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._yamlmap import Path_, SourceMap, load_with_positions
 from .errors import Issue, VerificationError
+from .limits import RunLimits
 from .spec import AgentSpec, ElifBranch, ForSpec, IfSpec, PipelineSpec, RetrySpec, StepSpec, WhileSpec
 
 __all__ = ["load_spec", "load_spec_file"]
@@ -20,6 +21,7 @@ _MODELS_BY_KEY: dict[str, type[BaseModel]] = {
     "if": IfSpec,
     "retry": RetrySpec,
     "agent": AgentSpec,
+    "limits": RunLimits,
 }
 
 

@@ -1,22 +1,36 @@
 """Run history: one row per run in `state.sqlite`, beside LangGraph's checkpoints.
 
 The checkpoints say how far a run got; this table says which pipeline (file and id) it ran,
-with which inputs, and how it ended, so `orchestrator runs list|show|resume` and a new server
-process can find and resume it.
+with which inputs, how it ended, and while it runs, who runs it (`_owner`): a run whose owner
+died without recording an end reads as `interrupted`, with the command that resumes it.
+
+Checkpoints are kept while a run may still be resumed; a succeeded run needs none (its result
+is here), so the service deletes them when it succeeds, and `prune` clears what is left over
+and forgets runs older than a given age. A damaged database is set aside and a new one started
+(`_statedb`).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-__all__ = ["RunRecord", "RunStatus", "RunStore"]
+from ._owner import Owner, owner_alive
+from ._statedb import is_corrupt, set_aside
 
-RunStatus = Literal["running", "succeeded", "failed", "cancelled"]
+__all__ = ["PruneReport", "RunRecord", "RunStatus", "RunStore"]
+
+RunStatus = Literal["running", "succeeded", "failed", "cancelled", "interrupted"]
+"""`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted)."""
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS orchestrator_runs (
@@ -33,11 +47,16 @@ CREATE TABLE IF NOT EXISTS orchestrator_runs (
     artifacts TEXT
 )
 """
+_OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTEGER", "owner_started": "INTEGER"}
+_COLUMNS = (
+    "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
+    "owner_host, owner_boot, owner_pid, owner_started, heartbeat"
+)
 
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One run as recorded."""
+    """One run as recorded (`status` already says `interrupted` for a running run whose owner is gone)."""
 
     run_id: str
     pipeline: str
@@ -50,9 +69,23 @@ class RunRecord:
     error: str | None
     failed_step: str | None
     artifacts: str | None
+    owner: str | None = None
+    """`host:pid` of the process that runs or last ran it."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class PruneReport:
+    """What `RunStore.prune` removed."""
+
+    checkpoints_of: list[str]
+    """Runs whose checkpoints were deleted (succeeded runs, or runs no longer recorded)."""
+    forgotten: list[RunRecord]
+    """Runs removed from the history (with their checkpoints and artifacts)."""
+    bytes_before: int
+    bytes_after: int
 
 
 class RunStore:
@@ -60,28 +93,78 @@ class RunStore:
 
     def __init__(self, db: Path) -> None:
         self.db = db
+        self.notices: list[str] = []
+        """Messages about the database itself (it was damaged and set aside) for whoever reports to a user."""
+        self._migrated = False
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
         self.db.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.db, timeout=30)
-        conn.execute(_SCHEMA)
-        return conn
+        try:
+            with conn:
+                if not self._migrated:
+                    conn.execute(_SCHEMA)
+                    have = {row[1] for row in conn.execute("PRAGMA table_info(orchestrator_runs)")}
+                    for name, kind in {**_OWNER_COLUMNS, "heartbeat": "REAL"}.items():
+                        if name not in have:  # a database of an older version: add the owner columns
+                            conn.execute(f"ALTER TABLE orchestrator_runs ADD COLUMN {name} {kind}")
+                    self._migrated = True
+                yield conn
+        finally:
+            conn.close()
 
+    def _do(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` in one transaction; a damaged database is set aside and `work` runs on a new one."""
+        try:
+            with self._connect() as conn:
+                return work(conn)
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            notice = set_aside(self.db, exc)
+            if notice:
+                self.notices.append(notice)
+            self._migrated = False
+            with self._connect() as conn:
+                return work(conn)
+
+    def ensure(self) -> None:
+        """Open (and if need be create, migrate or replace) the database before a run uses it."""
+        self._do(lambda conn: None)
+
+    # -- writes ----------------------------------------------------------------------------------
     def start(self, run_id: str, pipeline: str, file: str | None, inputs: dict[str, Any], artifacts: Path) -> None:
-        with self._connect() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO orchestrator_runs (run_id, pipeline, file, status, started, inputs, artifacts)"
-                " VALUES (?, ?, ?, 'running', ?, ?, ?)",
-                (run_id, pipeline, file, time.time(), json.dumps(inputs, default=str), str(artifacts)),
+        me = Owner.current()
+        self._do(
+            lambda conn: conn.execute(
+                f"INSERT OR REPLACE INTO orchestrator_runs ({_COLUMNS}) VALUES (?, ?, ?, 'running', ?, NULL, ?,"
+                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    pipeline,
+                    file,
+                    time.time(),
+                    json.dumps(inputs, default=str),
+                    str(artifacts),
+                    me.host,
+                    me.boot,
+                    me.pid,
+                    me.started,
+                    time.time(),
+                ),
             )
+        )
 
     def resumed(self, run_id: str) -> None:
-        with self._connect() as conn:
-            conn.execute(
-                "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL"
-                " WHERE run_id=?",
-                (run_id,),
+        me = Owner.current()
+        self._do(
+            lambda conn: conn.execute(
+                "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
+                " owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=? WHERE run_id=?",
+                (me.host, me.boot, me.pid, me.started, time.time(), run_id),
             )
+        )
 
     def finish(
         self,
@@ -92,8 +175,8 @@ class RunStore:
         error: str | None = None,
         failed_step: str | None = None,
     ) -> None:
-        with self._connect() as conn:
-            conn.execute(
+        self._do(
+            lambda conn: conn.execute(
                 "UPDATE orchestrator_runs SET status=?, ended=?, result=?, error=?, failed_step=? WHERE run_id=?",
                 (
                     status,
@@ -104,27 +187,84 @@ class RunStore:
                     run_id,
                 ),
             )
+        )
 
+    def beat(self, run_ids: Collection[str]) -> None:
+        """The heartbeat of runs this process runs (`_owner.Heartbeat`)."""
+        marks = ",".join("?" * len(run_ids))
+        self._do(
+            lambda conn: conn.execute(
+                f"UPDATE orchestrator_runs SET heartbeat=? WHERE status='running' AND run_id IN ({marks})",
+                (time.time(), *run_ids),
+            )
+        )
+
+    # -- reads -----------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunRecord | None:
-        with self._connect() as conn:
-            row = conn.execute("SELECT * FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+        row = self._do(
+            lambda conn: conn.execute(f"SELECT {_COLUMNS} FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+        )
         return None if row is None else _record(row)
 
     def list(self, limit: int = 50, pipeline: str | None = None) -> list[RunRecord]:
-        query = "SELECT * FROM orchestrator_runs"
+        query = f"SELECT {_COLUMNS} FROM orchestrator_runs"
         args: tuple[Any, ...] = ()
         if pipeline:
             query += " WHERE pipeline=?"
             args = (pipeline,)
         query += " ORDER BY started DESC LIMIT ?"
-        with self._connect() as conn:
-            rows = conn.execute(query, (*args, limit)).fetchall()
+        rows = self._do(lambda conn: conn.execute(query, (*args, limit)).fetchall())
         return [_record(r) for r in rows]
+
+    # -- pruning ---------------------------------------------------------------------------------
+    def prune(self, older_than: float | None = None, *, dry_run: bool = False) -> PruneReport:
+        """Delete checkpoints no resume needs; with `older_than` (seconds), forget older finished runs.
+
+        Kept: every checkpoint of a run that may be resumed (failed, cancelled, interrupted,
+        running). Deleted: checkpoints of succeeded runs and of runs no longer recorded; with
+        `older_than`, every run (not running) that started longer ago, with its checkpoints and
+        artifacts folder. The database file is compacted afterwards (VACUUM).
+        """
+        before = self.db.stat().st_size if self.db.exists() else 0
+        records = self.list(10**9)
+        cutoff = None if older_than is None else time.time() - older_than
+        forget = [r for r in records if cutoff is not None and r.status != "running" and r.started < cutoff]
+        gone = {r.run_id for r in forget}
+        keep = {r.run_id for r in records if r.status != "succeeded" and r.run_id not in gone}
+        threads = self._do(_threads)
+        drop = sorted(t for t in threads if t not in keep)
+        if not dry_run:
+            self._do(lambda conn: _delete(conn, drop, sorted(gone)))
+            for record in forget:
+                if record.artifacts and Path(record.artifacts).is_dir():
+                    shutil.rmtree(record.artifacts, ignore_errors=True)
+            with self._connect() as conn:
+                conn.execute("VACUUM")
+        after = self.db.stat().st_size if self.db.exists() else 0
+        return PruneReport(drop, forget, before, after)
+
+
+def _threads(conn: sqlite3.Connection) -> set[str]:
+    try:
+        return {row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")} | {
+            row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM writes")
+        }
+    except sqlite3.OperationalError:  # no checkpoint tables: nothing was ever checkpointed here
+        return set()
+
+
+def _delete(conn: sqlite3.Connection, threads: list[str], runs: list[str]) -> None:
+    for thread in threads:
+        conn.execute("DELETE FROM checkpoints WHERE thread_id=?", (thread,))
+        conn.execute("DELETE FROM writes WHERE thread_id=?", (thread,))
+    for run_id in runs:
+        conn.execute("DELETE FROM orchestrator_runs WHERE run_id=?", (run_id,))
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row
-    return RunRecord(
+    run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row[:11]
+    host, boot, pid, pstart, heartbeat = row[11:]
+    record = RunRecord(
         run_id=run_id,
         pipeline=pipeline,
         file=file,
@@ -136,4 +276,8 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         error=error,
         failed_step=failed_step,
         artifacts=artifacts,
+        owner=f"{host}:{pid}" if host and pid else None,
     )
+    if status == "running" and not owner_alive(host, boot, pid, pstart, heartbeat):
+        return replace(record, status="interrupted", error="its process ended without recording how the run ended")
+    return record

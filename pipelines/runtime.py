@@ -30,18 +30,25 @@ from skills._schema import check_arguments
 from skills.contract import RunSpec, SkillContract
 from skills.models import Usage
 
-from .errors import ExpressionError, PipelineError, StepFailed, failure_record
+from ._loops import spent_in_flight
+from ._outcomes import json_size, outputs_of, settle, usage_of
+from ._reporting import RunProgress
+from ._state import add_counts
+from .errors import ExpressionError, PipelineError, RunLimitError, RunLimitExceeded, StepFailed, failure_record
 from .expressions import evaluate, render, truthy
+from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
 from .spec import PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
-    from .compiler import CompiledPipeline, RunState
+    from ._state import RunState
+    from .compiler import CompiledPipeline
 
 __all__ = ["RunContext", "loop_items", "run_pipeline"]
 
 log = logging.getLogger("pipelines.run")
 
 RECURSION_LIMIT = 10_000_000  # loops carry their own guards (max_iterations, item counts)
+_NOTHING: Any = object()
 
 
 def loop_items(step: StepSpec, scope: dict[str, Any]) -> list[Any]:
@@ -74,16 +81,15 @@ class RunContext:
     skill_ctx: SkillContext
     """The caller's context: progress and logs go to the MCP client that started the run."""
     artifact_dir: Path
-    _done: float = 0.0
-    _top: frozenset[str] = frozenset()
+    budget: Budget = field(default_factory=lambda: Budget(RunLimits()))
+    """What the run may spend (steps, loop items, data) and has spent."""
+    progress: RunProgress = field(init=False)
     _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
-    _items: dict[str, int] = field(default_factory=dict)
-    _last_pct: dict[str, int] = field(default_factory=dict)
-    _totals: dict[str, int] = field(default_factory=dict)
-    _pending: list[tuple[float, str]] = field(default_factory=list)
+    running: dict[str, float] = field(default_factory=dict)
+    """Top-level steps under way and when they started (named when the run's time is up)."""
 
     def __post_init__(self) -> None:
-        self._top = frozenset(s.id for s in self.spec.steps)
+        self.progress = RunProgress(self.skill_ctx, [s.id for s in self.spec.steps])
 
     # -- expressions -----------------------------------------------------------------------------
     def check(self, condition: str, scope: dict[str, Any], step: StepSpec) -> bool:
@@ -103,19 +109,41 @@ class RunContext:
                 return label
         return "none"
 
-    def loop_items(self, step: StepSpec, scope: dict[str, Any]) -> list[Any]:
+    async def loop_items(self, step: StepSpec, scope: dict[str, Any]) -> list[Any]:
+        """The loop's items, refused before anything runs when they do not fit the run's limits."""
         items = loop_items(step, scope)
-        self._totals[step.id] = len(items)
-        self._items[step.id] = 0
+        self.budget.check_items(step.id, len(items))
+        await self.progress.items(step.id, len(items))
         return items
 
+    # -- limits ----------------------------------------------------------------------------------
+    def charge(self, step: StepSpec, update: dict[str, Any], *, steps: int = 0, data: Any = _NOTHING) -> None:
+        """Count work against the run's limits, and add it to `update` so checkpoints keep the count."""
+        nbytes = 0 if data is _NOTHING else json_size(data)
+        self.budget.charge(step.id, steps, nbytes)
+        spent = dict(update.get("spent") or {})
+        if steps:
+            spent["steps"] = spent.get("steps", 0) + steps
+        if nbytes:
+            spent["bytes"] = spent.get("bytes", 0) + nbytes
+        if spent:
+            update["spent"] = spent
+
     # -- steps -------------------------------------------------------------------------------------
+    async def step_started(self, step: StepSpec) -> None:
+        if step.id in self.progress.top:
+            self.running[step.id] = time.monotonic()
+        await self.progress.started(step.id)
+
     async def run_skill_step(self, step: StepSpec, state: RunState, output_key: str | None) -> dict[str, Any]:
         """Call the step's skill (a plain step, or one item of a loop when `output_key` is set)."""
         scope = state["scope"]
-        if output_key is None and not self.condition_holds(step, scope):
-            return self.finish_step(step, scope, None)
+        if output_key is None:
+            await self.step_started(step)
+            if not self.condition_holds(step, scope):
+                return self.finish_step(step, scope, None)
         spent = Usage()
+        self.budget.charge(step.id, 1)  # before the call: a run at its limit calls nothing more
         try:
             arguments = render(step.parameters, scope)
         except ExpressionError as exc:
@@ -126,9 +154,12 @@ class RunContext:
             output: Any = failure_record(step.id, str(failure))
         else:
             output = await self._call_with_policy(step, arguments, spent)
+        nbytes = json_size(output)
+        self.budget.charge(step.id, 0, nbytes)
         update: dict[str, Any] = (
             {"scope": {output_key: output}} if output_key is not None else self.finish_step(step, scope, output)
         )
+        update["spent"] = add_counts(update.get("spent"), {"steps": 1, "bytes": nbytes})
         if spent.calls or spent.total_tokens:
             update["usage"] = {step.id: spent.as_dict()}
         return update
@@ -139,6 +170,12 @@ class RunContext:
         for attempt in range(1, attempts + 1):
             try:
                 return await self._call(step, arguments, spent)
+            except RunLimitExceeded:  # bounds the whole run: never retried nor skipped
+                raise
+            except RunLimitError as exc:  # a pipeline this step called spent this run's limit too
+                raise RunLimitExceeded(
+                    f"step '{step.id}': {exc.message}", limit=exc.limit, hint=exc.hint, step_id=step.id
+                ) from None
             except (SkillsError, PipelineError) as exc:
                 message = str(exc)
                 if attempt < attempts:
@@ -167,6 +204,7 @@ class RunContext:
             "pipeline_model": self.spec.model,
         }
         extras.setdefault("catalog", self.catalog)
+        extras[BUDGET_KEY] = self.budget  # a pipeline called by this step spends from this run's limits too
         access = extras.get("model")
         child = access.child() if access is not None else None
         if child is not None:
@@ -219,38 +257,24 @@ class RunContext:
         """The scope update of a finished step: its output, its `state:` assignments, progress."""
         update: dict[str, Any] = dict(restore or {})
         update[step.id] = output
+        result: dict[str, Any] = {"scope": update}
         if step.state and output is not None:
             try:
-                update.update(render(step.state, {**scope, step.id: output}))
+                assigned = render(step.state, {**scope, step.id: output})
             except ExpressionError as exc:
                 raise StepFailed(f"step '{step.id}': state: {exc.message}", hint=exc.hint, step_id=step.id) from None
-        if step.id in self._top:
-            self._done += 1
-            self._items.pop(step.id, None)
-            self._progress(f"{step.id}: {'skipped' if output is None else 'done'}")
-        return {"scope": update}
+            self.charge(step, result, data=assigned)
+            update.update(assigned)
+        self.running.pop(step.id, None)
+        self.progress.finished(step.id, skipped=output is None)
+        return result
 
     async def item_done(self, step: StepSpec, done: int | None, total: int | None) -> None:
-        count = self._items[step.id] = self._items.get(step.id, 0) + 1 if done is None else done
-        total = self._totals.get(step.id, 0) if total is None else total
-        pct = int(100 * count / total) if total else 100
-        if pct == self._last_pct.get(step.id) and count != total:
-            return  # at most ~100 notifications a loop, however many items
-        self._last_pct[step.id] = pct
-        frac = count / total if (step.id in self._top and total) else 0.0
-        await self._emit(self._done + min(frac, 0.999), f"{step.id}: {count}/{total} items")
-
-    def _progress(self, message: str) -> None:
-        self._pending.append((self._done, message))
+        await self.progress.item_done(step.id, done, total)
 
     async def flush(self) -> None:
         """Send queued progress notifications (sync code paths queue, async ones flush)."""
-        pending, self._pending = self._pending, []
-        for done, message in pending:
-            await self._emit(done, message)
-
-    async def _emit(self, done: float, message: str) -> None:
-        await self.skill_ctx.progress(done, len(self.spec.steps), message)
+        await self.progress.flush()
 
     @asynccontextmanager
     async def parallel_slot(self, step: StepSpec) -> AsyncIterator[None]:
@@ -311,14 +335,29 @@ async def run_pipeline(
     artifact_dir: Path,
     checkpointer: Any = None,
     resume: bool = False,
+    budget: Budget | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`."""
+    """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`.
+
+    `budget` carries the run's limits (default: the built-in server limits lowered by the
+    pipeline's own `limits:` and `timeout:`).
+    """
     spec = compiled.spec
-    run = RunContext(catalog=catalog, spec=spec, run_id=run_id, skill_ctx=ctx, artifact_dir=artifact_dir)
+    if budget is None:
+        budget = Budget(DEFAULT_LIMITS.within(spec.limits, timeout=spec.timeout), server=DEFAULT_LIMITS)
+    run = RunContext(catalog=catalog, spec=spec, run_id=run_id, skill_ctx=ctx, artifact_dir=artifact_dir, budget=budget)
     graph = compiled.graph(checkpointer)
     config: dict[str, Any] = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
+    before: dict[str, Any] | None = None
     if resume:
         payload: Any = None
+        snapshot = await graph.aget_state(config)
+        before = dict(snapshot.values) if snapshot and snapshot.values else None
+        if before is None:
+            raise PipelineError(f"run {run_id} has nothing to resume", hint="start a new run")
+        done = before.get("scope") or {}
+        run.progress.restore(sum(1 for s in spec.steps if s.id in done))
+        budget.restore(add_counts(before.get("spent"), spent_in_flight(spec, before.get("fanin") or {})))
     else:
         scope = dict(inputs or {})
         scope["inputs"] = dict(inputs or {})
@@ -328,27 +367,29 @@ async def run_pipeline(
             raise PipelineError(f"state: {exc.message}", hint=exc.hint) from None
         for name, value in initial.items():
             scope.setdefault(name, value)
-        payload = {"scope": scope, "ctl": {}, "fanin": {}}
+        payload = {"scope": scope, "ctl": {}, "fanin": {}, "spent": {"bytes": json_size(inputs or {})}}
     # "sync": a step's checkpoint is committed before the next step starts, so a process killed
     # at any moment never loses a finished step (LangGraph's default writes it in the background).
     durability = "sync" if checkpointer is not None else None
     started = time.perf_counter()
     final: dict[str, Any] | None = None
-    try:
-        async for chunk in graph.astream(payload, config, context=run, stream_mode="values", durability=durability):
-            final = chunk
-            await run.flush()
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await _settle(checkpointer)
-        raise
+    wall = budget.limits.max_wall_time
+    with anyio.move_on_after(wall) as clock:
+        try:
+            async for chunk in graph.astream(payload, config, context=run, stream_mode="values", durability=durability):
+                final = chunk
+                await run.flush()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await settle(checkpointer)
+            raise
+    if clock.cancelled_caught:
+        where = ", ".join(run.running) or spec.steps[min(run.progress.done, len(spec.steps) - 1)].id
+        raise budget.exceeded("max_wall_time", where, f"the run did not finish within {wall:g}s")
     await run.flush()
+    final = final if final is not None else before
     if final is None:
-        if resume:
-            snapshot = await graph.aget_state(config)
-            final = dict(snapshot.values) if snapshot and snapshot.values else None
-        if final is None:
-            raise PipelineError(f"run {run_id} has nothing to resume", hint="start a new run")
+        raise PipelineError(f"run {run_id} has nothing to resume", hint="start a new run")
     scope = final.get("scope", {})
     log.info("pipeline %s run %s finished in %.3fs", spec.id, run_id, time.perf_counter() - started)
     result = outputs_of(spec, scope)
@@ -361,56 +402,3 @@ async def run_pipeline(
             f"${usage['cost_usd']:.4f}",
         )
     return {**result, "run_id": run_id}
-
-
-def usage_of(steps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's usage: totals over its steps, and the steps that called a model (None: none did)."""
-    if not steps:
-        return None
-    total = Usage()
-    for tally in steps.values():
-        total.add(
-            Usage(
-                input_tokens=int(tally.get("input_tokens", 0)),
-                output_tokens=int(tally.get("output_tokens", 0)),
-                cost_usd=float(tally.get("cost_usd", 0.0)),
-                calls=int(tally.get("calls", 0)),
-            )
-        )
-    per_step = {
-        step: {**tally, "cost_usd": round(float(tally.get("cost_usd", 0.0)), 6)} for step, tally in steps.items()
-    }
-    return {**total.as_dict(), "steps": per_step}
-
-
-async def _settle(checkpointer: Any) -> None:
-    """Commit what the checkpointer was writing when a failure or a cancel stopped the run.
-
-    When one task of a step fails, LangGraph cancels the step's other work, and can cancel the
-    SQLite saver between its INSERT of a finished task's writes and the COMMIT: the connection is
-    left inside a transaction that holds the database's write lock (the run history then waits
-    on it and fails with "database is locked") and the finished task's writes are lost. Writes
-    are complete statements, so committing them is safe, and it keeps those tasks finished.
-    """
-    conn = getattr(checkpointer, "conn", None)
-    lock = getattr(checkpointer, "lock", None)
-    if conn is None or lock is None or not hasattr(conn, "commit"):
-        return
-    import sqlite3
-
-    try:
-        async with lock:  # the saver's own lock: never between another run's INSERT and COMMIT
-            await conn.commit()
-    except sqlite3.Error as exc:  # the run's own error is the one to report
-        log.warning("could not commit the checkpoints of a stopped run: %s", exc)
-
-
-def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:
-    """The pipeline's result: its `outputs` rendered, or every top-level step's output."""
-    if spec.outputs is None:
-        return {s.id: scope.get(s.id) for s in spec.steps}
-    try:
-        rendered = render(spec.outputs, scope)
-    except ExpressionError as exc:
-        raise PipelineError(f"outputs: {exc.message}", hint=exc.hint) from None
-    return dict(rendered)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -19,7 +20,10 @@ import anyio.to_thread
 
 from skills import Catalog, Home, SkillContext, SkillRunError
 
+from ._owner import Heartbeat
+from ._statedb import is_corrupt, set_aside
 from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import RunRecord, RunStore
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
@@ -44,6 +48,9 @@ class PipelineService:
         self.models = models
         self.catalog = catalog
         self.store = RunStore(home.state_db)
+        self.limits = ServerLimits(home.root / "config.yaml")
+        """The server's run limits (`runs:` in the home's config.yaml); a pipeline may only lower them."""
+        self._heartbeat = Heartbeat(self.store.beat)
         self.sources: list[PipelineSource] = []
         if examples:
             self.sources.append(PipelineSource(EXAMPLES_DIR, "builtin", label="builtin pipelines"))
@@ -131,6 +138,11 @@ class PipelineService:
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
         if record.status == "succeeded":
             raise PipelineError(f"run {run_id} already succeeded", hint="start a new run instead")
+        if record.status == "running":
+            raise PipelineError(
+                f"run {run_id} is still running (process {record.owner})",
+                hint="wait for it, or cancel it there; a run whose process died shows as interrupted",
+            )
         published = self.catalog.find(record.pipeline)
         if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
             skill = published
@@ -147,7 +159,9 @@ class PipelineService:
         from .runtime import run_pipeline
 
         artifacts = self.artifact_dir(skill.name, run_id)
+        await self._tell(ctx)
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {skill.name}, run {run_id}")
+        self._heartbeat.add(run_id)
         try:
             compiled = skill.compiled()
             async with self._checkpointer() as saver:
@@ -160,17 +174,49 @@ class PipelineService:
                     artifact_dir=artifacts,
                     checkpointer=saver,
                     resume=resume,
+                    budget=self.budget(skill, ctx),
                 )
+                await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
             await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
             raise describe_failure(exc, run_id, skill) from None
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            notice = await self._store(set_aside, self.home.state_db, exc)
+            raise SkillRunError(
+                f"run {run_id} stopped: {notice or f'the state database {self.home.state_db} is damaged ({exc})'}",
+                hint="call it again: it runs on the new database",
+            ) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._store(functools.partial(self.store.finish, run_id, "cancelled", error="cancelled"))
             raise
+        except Exception as exc:  # why: whatever else stopped it, the history must not say `running` forever
+            error = f"stopped by an unexpected {type(exc).__name__} (the server log has the details)"
+            with anyio.CancelScope(shield=True):
+                await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
+            raise
+        finally:
+            self._heartbeat.remove(run_id)
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
         return result
+
+    def budget(self, skill: PipelineSkill, ctx: SkillContext) -> Budget:
+        """The run's limits: the server's, lowered by the pipeline's; a run called by another run's
+        step also spends from its caller's budget."""
+        server = self.limits.current()
+        limits = server.within(skill.spec.limits, timeout=skill.spec.timeout)
+        parent = ctx.extras.get(BUDGET_KEY)
+        parent = parent if isinstance(parent, Budget) else None
+        return Budget(limits, server=server, config=self.limits.file, parent=parent)
+
+    async def _tell(self, ctx: SkillContext) -> None:
+        """Pass on what the run store had to say about the database (set aside when damaged)."""
+        await self._store(self.store.ensure)
+        while self.store.notices:
+            await ctx.log("error", self.store.notices.pop(0))
 
     @staticmethod
     async def _store(fn: Any, *args: Any) -> Any:

@@ -28,7 +28,7 @@ from skills import (
 from skills.catalog import FolderProvider
 
 from ._yamlmap import SourceMap
-from .errors import Issue, PipelineError, RunCancelled, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunCancelled, RunLimitError, RunLimitExceeded, StepFailed, VerificationError
 from .loader import load_spec_file
 from .spec import PipelineSpec
 
@@ -268,11 +268,20 @@ def describe_failure(exc: PipelineError, run_id: str, skill: PipelineSkill | Non
     message = exc.message
     if step and message.startswith(f"step '{step_id}' "):  # "step 'x' failed: ..." once is enough
         message = message[len(f"step '{step_id}' ") :].removeprefix("failed: ")
+    elif step and message.startswith(f"step '{step_id}': "):  # "step 'x': parameters: ..." too
+        message = message[len(f"step '{step_id}': ") :]
     hint = exc.hint + "; " if exc.hint else ""
     where = f"step '{step_id}'" if step_id else ""
     location = skill.step_location(step_id) if skill is not None and step_id else ""
     if location:
         where = f"{where} ({location})"
+    if isinstance(exc, RunLimitExceeded):  # which limit, and where it is set (the hint)
+        return RunLimitError(
+            f"run {run_id} stopped{step}: {message}",
+            limit=exc.limit,
+            hint=f"{hint}after changing it, `orchestrator runs resume {run_id}` continues (finished steps are kept)",
+            where=where,
+        )
     kind = SkillCancelledError if isinstance(exc, RunCancelled) else SkillRunError
     failure = kind(
         f"run {run_id} failed{step}: {message}",

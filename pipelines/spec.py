@@ -16,6 +16,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 from skills._schema import ANY_JSON, typed
 from skills.contract import AgentSpec
 
+from .limits import RunLimits
+
 __all__ = [
     "USAGE_SCHEMA",
     "AgentSpec",
@@ -250,7 +252,11 @@ class PipelineSpec(_Model):
     """Default model role or id for the model calls of its steps (a step's or a skill's own
     `model:` beats it)."""
     timeout: float | None = Field(default=None, gt=0, le=86_400)
-    """Seconds the whole run may take."""
+    """Seconds one attempt of the run (a start or a resume) may take; lowers the server's
+    `max_wall_time`, never raises it."""
+    limits: RunLimits | None = None
+    """Lower the server's run limits for this pipeline (`max_steps`, `max_loop_items`,
+    `max_state_bytes`, `max_wall_time`): a value above the server's is capped to it."""
 
     @field_validator("id")
     @classmethod

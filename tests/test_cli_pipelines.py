@@ -118,8 +118,10 @@ def test_run_of_a_file_shows_progress_on_stderr_and_outputs_on_stdout(orchestrat
     run = orchestrator("run", str(pipeline), "--input", "who=world", "--input", "times=3")
     assert run.code == 0, run.err
     assert json.loads(run.out) == {"words": 6, "file": "greeting.txt"}
-    assert "orchestrator: [1/2] compose: done" in run.err.splitlines()
-    assert "orchestrator: [2/2] measure: done" in run.err.splitlines()
+    lines = run.err.splitlines()
+    assert lines.index("orchestrator: [1/2] compose: started") < lines.index("orchestrator: [2/2] measure: started")
+    assert any(line.startswith("orchestrator: [1/2] compose: done (") and line.endswith("s)") for line in lines)
+    assert any(line.startswith("orchestrator: [2/2] measure: done (") for line in lines)
     last = run.err.splitlines()[-1]
     assert last.startswith("orchestrator: run ") and " of greeting succeeded; artifacts in " in last
     artifacts = Path(last.split("artifacts in ", 1)[1])

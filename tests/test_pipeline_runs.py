@@ -12,16 +12,15 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
+from fixtures.run_skills import failed_run, publish, text_of
 from helpers import write_skill
 from mcp import Client, StdioServerParameters
-from mcp_types import CallToolResult, TextContent
 
 from mcp_server import create_server
 from pipelines.runs import RunStore
@@ -108,18 +107,6 @@ def skills(tmp_path: Path) -> Path:
     return root
 
 
-def publish(home: Path, text: str) -> str:
-    text = textwrap.dedent(text).strip() + "\n"
-    pid = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("id:"))
-    (home / "pipelines").mkdir(parents=True, exist_ok=True)
-    (home / "pipelines" / f"{pid}.yaml").write_text(text)
-    return pid
-
-
-def _text(result: CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
-
-
 def _lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
@@ -127,6 +114,17 @@ def _lines(path: Path) -> list[str]:
 def _resume_cli(home: Path, skills: Path, run_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(ORCHESTRATOR), "runs", "resume", run_id, "--json", "--home", str(home), "--skills", str(skills)],
+        env={**os.environ, "ORCHESTRATOR_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _runs_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ORCHESTRATOR), "runs", *args, "--home", str(home)],
         env={**os.environ, "ORCHESTRATOR_HOME": str(home)},
         capture_output=True,
         text=True,
@@ -179,23 +177,31 @@ async def test_a_client_receives_progress_naming_each_step_and_loop_items(home: 
 
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         result = await client.call_tool(pid, {}, progress_callback=on_progress)
-    assert not result.is_error, _text(result)
+    assert not result.is_error, text_of(result)
     messages = [m for _, _, m in seen]
     assert messages == [
+        "first: started",
         "first: done",
+        "items: started",
+        "items: 0/3 items",
         "items: 1/3 items",
         "items: 2/3 items",
         "items: 3/3 items",
         "items: done",
+        "fanned: started",
+        "fanned: 0/2 items",
         "fanned: 1/2 items",
         "fanned: 2/2 items",
         "fanned: done",
+        "skipped: started",
         "skipped: skipped",
+        "last: started",
         "last: done",
     ]
     assert {total for _, total, _ in seen} == {5}
     done = [d for d, _, _ in seen]
     assert done == sorted(done) and done[-1] == 5
+    assert [d for d, _, m in seen if m and m.endswith(": started")] == [0, 1, 2, 3, 4]
     assert [d for d, _, m in seen if m and m.endswith((": done", ": skipped"))] == [1, 2, 3, 4, 5]
     calls = _lines(log)
     assert calls[:4] == ["first", "a", "b", "c"] and sorted(calls[4:6]) == ["d", "e"] and calls[6:] == ["last"]
@@ -239,7 +245,7 @@ async def test_a_failed_run_resumes_after_the_fix_without_rerunning_finished_ste
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         failed = await client.call_tool(pid, {})
     assert failed.is_error
-    text = _text(failed)
+    text = text_of(failed)
     assert "step 'check'" in text and "the gate is closed" in text
     run_id = text.split("run ", 1)[1].split()[0]
     record = RunStore(home / "state.sqlite").get(run_id)
@@ -283,8 +289,8 @@ async def test_a_failed_parallel_item_is_the_only_item_run_again_on_resume(
     )
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         failed = await client.call_tool(pid, {})
-    assert failed.is_error and "the gate is closed" in _text(failed)
-    run_id = _text(failed).split("run ", 1)[1].split()[0]
+    assert failed.is_error and "the gate is closed" in text_of(failed)
+    run_id = failed_run(failed)
     assert _lines(log) == ["item1", "item2", "item3"]
     marker.write_text("fixed")
     out = await resume(home, skills, run_id)
@@ -369,8 +375,18 @@ async def test_a_run_of_a_killed_server_is_resumed_by_another_process_without_re
         os.kill(int(waiting["pid"]), 0)
     run_id = waiting["run"]
     record = RunStore(home / "state.sqlite").get(run_id)
-    assert record is not None and record.status == "running"  # nobody was left to record the end
+    # nobody was left to record the end: the dead owner is detected
+    assert record is not None and record.status == "interrupted"
+    assert record.owner is not None and record.owner.endswith(f":{waiting['pid']}")
     assert _lines(log) == ["first", "wait"]
+    listed = await anyio.to_thread.run_sync(_runs_cli, home, "list")
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line.split() for line in listed.stdout.splitlines() if line.startswith(run_id)]
+    assert row[1:3] == ["interrupted", "interrupted"]  # pipeline id, status
+    assert f"orchestrator runs resume {run_id}" in listed.stderr
+    shown = await anyio.to_thread.run_sync(_runs_cli, home, "show", run_id)
+    assert "status:      interrupted" in shown.stdout
+    assert f"run {run_id} interrupted: `orchestrator runs resume {run_id}` continues it" in shown.stderr
 
     marker.write_text("go")
     out = await resume(home, skills, run_id)

@@ -1,8 +1,9 @@
-"""`orchestrator runs list|show|resume`: the run history in state.sqlite, and resuming a run.
+"""`orchestrator runs list|show|resume|prune`: the run history in state.sqlite, resuming, pruning.
 
-`list` and `show` read the history table directly (no server, no skill loading: they answer
-at once); `resume` builds the server and continues the run under the same progress display
-as `run`, re-running no step that finished.
+`list`, `show` and `prune` read the history table directly (no server, no skill loading: they
+answer at once); `resume` builds the server and continues the run under the same progress
+display as `run`, re-running no step that finished. A run whose process died (killed,
+crashed, machine rebooted) shows as `interrupted`, with the command that resumes it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ MAX_FILES_SHOWN = 50
 
 def add_parsers(sub: Any, parents: Parents) -> None:
     common, json_opt = parents.common, parents.json
-    runs = sub.add_parser("runs", parents=[common], help="run history: list, show or resume runs")
+    runs = sub.add_parser("runs", parents=[common], help="run history: list, show, resume or prune runs")
     actions = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     listing = actions.add_parser("list", parents=[common, json_opt], help="recent runs, newest first")
     listing.add_argument("--pipeline", metavar="ID", help="only the runs of this pipeline")
@@ -47,6 +48,23 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     resume.add_argument("run", metavar="RUN", help="a run id (or a unique prefix of one)")
     add_allow_dir(resume)
     resume.set_defaults(handler=_resume)
+    prune = actions.add_parser(
+        "prune",
+        parents=[common, json_opt],
+        help="free the space of checkpoints no resume needs; forget old runs",
+        description="Delete the checkpoints that no resume needs (those of succeeded runs, and of runs no longer "
+        "recorded) and compact state.sqlite. With --older-than, also forget every run that started longer ago "
+        "and is not running: its history row, its checkpoints and its artifacts folder. Runs that failed, were "
+        "cancelled or interrupted keep their checkpoints until then, so they can be resumed.",
+    )
+    prune.add_argument(
+        "--older-than",
+        metavar="D",
+        type=_duration_arg,
+        help="also forget runs that started more than D ago: 90s, 30m, 12h, 7d, 2w",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
+    prune.set_defaults(handler=_prune)
 
 
 def _store(args: argparse.Namespace) -> RunStore | None:
@@ -55,6 +73,12 @@ def _store(args: argparse.Namespace) -> RunStore | None:
 
     db = home(args).state_db
     return RunStore(db) if db.is_file() else None
+
+
+def _tell(store: RunStore | None) -> None:
+    """What the store had to say about the database itself (a damaged one was set aside)."""
+    for notice in store.notices if store is not None else []:
+        print(f"{PROG}: error: {notice}", file=sys.stderr)
 
 
 def find_run(store: RunStore | None, text: str) -> RunRecord:
@@ -98,10 +122,20 @@ def _resume_hint(record: RunRecord) -> str:
     return f"`{PROG} runs resume {record.run_id}` continues it (finished steps are kept)"
 
 
+def _duration_arg(text: str) -> float:
+    from pipelines.limits import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # -- list --------------------------------------------------------------------------------------
 def _list(args: argparse.Namespace) -> int:
     store = _store(args)
     records = store.list(args.limit, args.pipeline) if store is not None else []
+    _tell(store)
     if args.json:
         print_json({"runs": [_record_json(r) for r in records]})
         return EXIT_OK
@@ -117,12 +151,23 @@ def _list(args: argparse.Namespace) -> int:
         took_text = f"{took:.1f}s" if took is not None else "-"
         extra = f"  at step {r.failed_step}" if r.failed_step else ""
         print(f"{r.run_id:<{w_id}}  {r.pipeline:<{w_pipe}}  {r.status:<{w_status}}  {started}  {took_text:>7}{extra}")
+    lost = [r for r in records if r.status == "interrupted"]
+    if lost:
+        print(
+            f"{PROG}: {len(lost)} run(s) interrupted: their process ended without recording an end; "
+            f"`{PROG} runs resume RUN` continues one (e.g. `{PROG} runs resume {lost[0].run_id}`)",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
 # -- show --------------------------------------------------------------------------------------
 def _show(args: argparse.Namespace) -> int:
-    record = find_run(_store(args), args.run)
+    store = _store(args)
+    try:
+        record = find_run(store, args.run)
+    finally:
+        _tell(store)
     files = _artifact_files(record)
     if args.json:
         print_json(_record_json(record) | {"artifact_files": files})
@@ -133,6 +178,7 @@ def _show(args: argparse.Namespace) -> int:
         ("pipeline", record.pipeline),
         ("file", record.file),
         ("status", record.status),
+        ("process", record.owner if record.status in ("running", "interrupted") else None),
         ("started", _when(record.started)),
         ("ended", f"{_when(record.ended)} ({took:.1f}s)" if took is not None else None),
         ("failed step", record.failed_step),
@@ -150,10 +196,10 @@ def _show(args: argparse.Namespace) -> int:
         print(f"  {name}")
     if len(files) > MAX_FILES_SHOWN:
         print(f"  ... and {len(files) - MAX_FILES_SHOWN} more")
-    if record.status in ("failed", "cancelled"):
+    if record.status in ("failed", "cancelled", "interrupted"):
         print(f"{PROG}: run {record.run_id} {record.status}: {_resume_hint(record)}", file=sys.stderr)
     elif record.status == "running":
-        print(f"{PROG}: run {record.run_id} is running; if its process died, {_resume_hint(record)}", file=sys.stderr)
+        print(f"{PROG}: run {record.run_id} is running in process {record.owner}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -177,6 +223,11 @@ def _resume(args: argparse.Namespace) -> int:
         raise UsageError(
             f"run {record.run_id} already succeeded", f"start a new one: `{PROG} run {_target(args, record)}`"
         )
+    if record.status == "running":
+        raise UsageError(
+            f"run {record.run_id} is still running in process {record.owner}",
+            "wait for it or stop it there; a run whose process died shows as interrupted and can be resumed",
+        )
     orchestrator = server(args)
     service = service_of(orchestrator)
     spec = service.specs().get(record.pipeline)
@@ -188,3 +239,38 @@ def _resume(args: argparse.Namespace) -> int:
             return await service.resume(record.run_id, ctx)
 
     return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json)
+
+
+# -- prune -------------------------------------------------------------------------------------
+def _prune(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        if args.json:
+            print_json({"checkpoints_deleted_for": [], "forgotten": [], "bytes_before": 0, "bytes_after": 0})
+        else:
+            print("nothing to prune: no run ever ran in this home")
+        return EXIT_OK
+    report = store.prune(args.older_than, dry_run=args.dry_run)
+    _tell(store)
+    if args.json:
+        print_json(
+            {
+                "dry_run": args.dry_run,
+                "checkpoints_deleted_for": report.checkpoints_of,
+                "forgotten": [r.run_id for r in report.forgotten],
+                "bytes_before": report.bytes_before,
+                "bytes_after": report.bytes_after,
+            }
+        )
+        return EXIT_OK
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} the checkpoints of {len(report.checkpoints_of)} run(s) that no resume needs")
+    if args.older_than is not None:
+        verb = "would forget" if args.dry_run else "forgot"
+        print(f"{verb} {len(report.forgotten)} run(s) started before the cut-off (history, checkpoints, artifacts)")
+        for record in report.forgotten[:MAX_FILES_SHOWN]:
+            print(f"  {record.run_id}  {record.pipeline}  {record.status}")
+    mb = 1e6
+    if not args.dry_run:
+        print(f"{store.db}: {report.bytes_before / mb:.1f} MB -> {report.bytes_after / mb:.1f} MB")
+    return EXIT_OK

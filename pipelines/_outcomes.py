@@ -1,0 +1,79 @@
+"""What a run hands back and leaves behind: its outputs, its model usage, its data size, and the
+checkpoint writes a stop left half done."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from skills.models import Usage
+
+from .errors import ExpressionError, PipelineError
+from .expressions import render
+from .spec import PipelineSpec
+
+__all__ = ["json_size", "outputs_of", "settle", "usage_of"]
+
+log = logging.getLogger("pipelines.run")
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value` as JSON: what a limit on a run's data counts."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
+    except (TypeError, ValueError, RecursionError):  # not JSON (a skill's own object): count its text
+        return len(str(value))
+
+
+def usage_of(steps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's usage: totals over its steps, and the steps that called a model (None: none did)."""
+    if not steps:
+        return None
+    total = Usage()
+    for tally in steps.values():
+        total.add(
+            Usage(
+                input_tokens=int(tally.get("input_tokens", 0)),
+                output_tokens=int(tally.get("output_tokens", 0)),
+                cost_usd=float(tally.get("cost_usd", 0.0)),
+                calls=int(tally.get("calls", 0)),
+            )
+        )
+    per_step = {
+        step: {**tally, "cost_usd": round(float(tally.get("cost_usd", 0.0)), 6)} for step, tally in steps.items()
+    }
+    return {**total.as_dict(), "steps": per_step}
+
+
+async def settle(checkpointer: Any) -> None:
+    """Commit what the checkpointer was writing when a failure or a cancel stopped the run.
+
+    When one task of a step fails, LangGraph cancels the step's other work, and can cancel the
+    SQLite saver between its INSERT of a finished task's writes and the COMMIT: the connection is
+    left inside a transaction that holds the database's write lock (the run history then waits
+    on it and fails with "database is locked") and the finished task's writes are lost. Writes
+    are complete statements, so committing them is safe, and it keeps those tasks finished.
+    """
+    conn = getattr(checkpointer, "conn", None)
+    lock = getattr(checkpointer, "lock", None)
+    if conn is None or lock is None or not hasattr(conn, "commit"):
+        return
+    import sqlite3
+
+    try:
+        async with lock:  # the saver's own lock: never between another run's INSERT and COMMIT
+            await conn.commit()
+    except sqlite3.Error as exc:  # the run's own error is the one to report
+        log.warning("could not commit the checkpoints of a stopped run: %s", exc)
+
+
+def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline's result: its `outputs` rendered, or every top-level step's output."""
+    if spec.outputs is None:
+        return {s.id: scope.get(s.id) for s in spec.steps}
+    try:
+        rendered = render(spec.outputs, scope)
+    except ExpressionError as exc:
+        raise PipelineError(f"outputs: {exc.message}", hint=exc.hint) from None
+    return dict(rendered)
