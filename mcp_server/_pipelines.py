@@ -72,7 +72,7 @@ def _issues(issues: list[Any]) -> list[dict[str, Any]]:
 async def _validate(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     from pipelines._help_ai import cached_overview, text_hash, with_overview
 
-    spec, issues = service.check(args["yaml"], args.get("file") or "<pipeline>")
+    spec, issues = await service.check_off_loop(args["yaml"], args.get("file") or "<pipeline>")
     errors = [i for i in issues if i.severity == "error"]
     data: dict[str, Any] = {"valid": spec is not None and not errors, "issues": _issues(issues)}
     if spec is not None and not errors:
@@ -90,7 +90,7 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
     from pipelines.errors import PipelineError, VerificationError
 
     text = args["yaml"] if args["yaml"].endswith("\n") else args["yaml"] + "\n"
-    spec, issues = service.check(text, "<register_pipeline>")
+    spec, issues = await service.check_off_loop(text, "<register_pipeline>")
     help_ = None
     taken = spec is not None and (service.home.pipelines_dir / f"{spec.id}.yaml").exists() and not args.get("overwrite")
     if spec is not None and not taken and not any(i.severity == "error" for i in issues):

@@ -755,10 +755,11 @@ def _lists_servers(path: Path) -> bool:
     """Whether a servers file names any server (the default `{"mcpServers": {}}` does not), so
     that a home without upstreams never imports the adapter at start-up. A file that is not
     valid JSON counts: the adapter reports it."""
-    import json
+    from skills._json import load_json
+    from skills._yaml import read_bounded
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(read_bounded(path))
+    except (OSError, ValueError):  # JSONDecodeError (also for too deep / too long), UnicodeDecodeError
         return True
     return not (isinstance(data, dict) and data.get("mcpServers") == {} and len(data) == 1)

@@ -71,15 +71,12 @@ def locate(text: str, line_offset: int = 0) -> Positions | None:
     Composing costs a second pass over the text, so it is done only when there is a problem to
     place (skill.yaml and front matter are read once at start-up without positions).
     """
-    from ._yaml import _Loader
+    from ._yaml import compose_yaml
 
-    loader = _Loader(text)
     try:
-        node = loader.get_single_node()
+        node, _ = compose_yaml(text)
     except yaml.YAMLError:
         return None
-    finally:
-        loader.dispose()
     found = Positions()
     if node is not None:
         walk(node, found)

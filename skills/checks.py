@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ._front import NAME_HINT, check_description, check_metadata, check_name, load_front
 from ._positions import locate
-from ._yaml import YAMLError, describe_yaml_error, load_yaml
+from ._yaml import MAX_TEXT, YAMLError, describe_yaml_error, load_yaml, read_bounded
 from .contract import (
     KNOWN_FRONT_MATTER_KEYS,
     AgentSpec,
@@ -53,10 +53,14 @@ def read_front_matter(path: Path) -> tuple[str, int]:
         if fh.readline().strip() != "---":
             raise ValueError("SKILL.md must start with a '---' line opening the YAML front matter")
         lines: list[str] = []
+        size = 0
         for number, line in enumerate(fh, start=2):
             if line.rstrip("\r\n") == "---":
                 return "".join(lines), number + 1
             lines.append(line)
+            size += len(line)
+            if size > MAX_TEXT:
+                raise ValueError(f"the front matter is longer than {MAX_TEXT:,} characters: keep it short")
     raise ValueError("the front matter is never closed: add a '---' line after it")
 
 
@@ -178,7 +182,7 @@ def _check_contract(
 ) -> tuple[SkillContract | None, list[Problem]]:
     path = root / "skill.yaml"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path)
         data = load_yaml(text)
     except FileNotFoundError:
         return None, []
