@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import write_skill
 from mcp import Client
 
@@ -94,8 +95,9 @@ def test_an_unknown_model_in_skill_yaml_is_reported_before_any_call(tmp_path: Pa
     assert "summarise" in issues[0]["message"] and "claude-sonet" in issues[0]["message"]
 
 
-def test_a_failing_skill_called_from_the_cli_says_where_in_its_file(tmp_path: Path, cli) -> None:
-    impl = "def helper(x):\n    return 1 / x\n\n\nasync def boom():\n    return helper(0)\n"
+@pytest.mark.parametrize("define", ["def", "async def"], ids=["sync-in-a-worker", "async-in-process"])
+def test_a_failing_skill_called_from_the_cli_says_where_in_its_file(tmp_path: Path, cli, define: str) -> None:
+    impl = f"def helper(x):\n    return 1 / x\n\n\n{define} boom():\n    return helper(0)\n"
     folder = _python_skill(tmp_path / "skills", "boom", {"run": {"python": "impl:boom"}}, impl)
     done = cli("call", "boom", "--skills", str(tmp_path / "skills"))
     assert done.code == 1
