@@ -34,7 +34,11 @@ from mcp_types import (
     EmptyResult,
     GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListToolsResult,
     NotificationParams,
+    PaginatedRequestParams,
     PromptMessage,
     ServerTasksCapability,
     ServerTasksRequestsCapability,
@@ -73,14 +77,20 @@ from skills import (
     UnknownSkillError,
 )
 from skills._schema import check_arguments
+from skills.checks import unknown_models
+from skills.discovery import ARCHIVE_SUFFIXES
 from skills.errors import clip
+from skills.sources import report_roots
 
 from . import __version__
 from ._access import Access
+from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
+from ._paging import DEFAULT_PAGE_SIZE, Pager
 from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
+from ._skills_ext import SkillsExtension
 from ._upstreams import PendingPipelines
 from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, install, task_wire
 
@@ -116,15 +126,23 @@ class OrchestratorServer(MCPServer):
         watch: bool = False,
         pipelines: PipelineService | None = None,
         servers: ServerSource | None = None,
+        catalogue: CatalogueMode = "auto",
+        catalogue_threshold: int = DEFAULT_THRESHOLD,
+        page_size: int = DEFAULT_PAGE_SIZE,
         access: Access | None = None,
     ) -> None:
+        pager = Pager(page_size)
         super().__init__(
             name="orchestrator",
             version=__version__,
             instructions=INSTRUCTIONS,
             log_level="WARNING",
             lifespan=_lifespan,
+            extensions=[SkillsExtension(lambda: self.catalog, pager)],
         )
+        self.pager = pager
+        self.catalogue: CatalogueMode = catalogue
+        self.catalogue_threshold = catalogue_threshold
         self.catalog = catalog
         self.home = home
         self.pipelines = pipelines
@@ -158,7 +176,7 @@ class OrchestratorServer(MCPServer):
         self._log_levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         low.add_request_handler("logging/setLevel", SetLevelRequestParams, self._set_log_level)
         low.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
-        self._wire_cache: dict[tuple[str, str, int], Any] = {}
+        self._wire_cache: dict[tuple[str, str, int, str], Any] = {}
         low.middleware.append(self._cached_listings)
         self._lifespans = 0
         if home is not None:  # tasks need a home (their records live in its state.sqlite)
@@ -172,9 +190,10 @@ class OrchestratorServer(MCPServer):
         tools); the listing only changes with the Catalog, so its wire dict is kept per
         (method, protocol version, catalog version) and reused until the Catalog changes.
         """
-        if ctx.method not in _LISTINGS or (ctx.params or {}).get("cursor"):
+        if ctx.method not in _LISTINGS:
             return await call_next(ctx)
-        key = (ctx.method, ctx.protocol_version or "", self.catalog.version)
+        cursor = (ctx.params or {}).get("cursor")
+        key = (ctx.method, ctx.protocol_version or "", self.catalog.version, cursor if isinstance(cursor, str) else "")
         hit = self._wire_cache.get(key)
         if hit is None:
             hit = await call_next(ctx)
@@ -184,20 +203,30 @@ class OrchestratorServer(MCPServer):
         return hit
 
     # -- tools -----------------------------------------------------------------------------
+    def catalogue_active(self) -> bool:
+        """Whether tools/list shows the catalogue tools instead of one tool per skill (`_catalogue`)."""
+        return self.catalogue == "on" or (self.catalogue == "auto" and len(self.catalog) > self.catalogue_threshold)
+
     async def list_tools(self) -> list[MCPTool]:
         cached = self._tool_cache
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
-        tools = [_tool_of(skill) for skill in self.catalog]
+        tools = catalogue_tools() if self.catalogue_active() else [_tool_of(skill) for skill in self.catalog]
         if self.pipelines is not None:
             tools += [_with_task_support(meta.tool, meta.tool.name in TASK_META_TOOLS) for meta in META_TOOLS.values()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        tools, cursor = self.pager.page("tools/list", await self.list_tools(), params.cursor if params else None)
+        return ListToolsResult(tools=tools, next_cursor=cursor)
+
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
         skill = self.catalog.find(name)
         if skill is None and name in META_TOOLS:
             return META_TOOLS[name].tool.input_schema
+        if skill is None and name in CATALOGUE_TOOLS:
+            return CATALOGUE_TOOLS[name].input_schema
         return None if skill is None else skill.input_schema
 
     async def call_tool(
@@ -208,6 +237,8 @@ class OrchestratorServer(MCPServer):
         The call runs at once, or parked across 2026-07-28 input rounds, or as a task when the
         client asked for one (see `tasks`).
         """
+        if name in CATALOGUE_TOOLS and self.catalog.find(name) is None and self.catalogue_active():
+            return await call_catalogue(self, name, arguments, context)
         target = self.target(name)
         if isinstance(target, CallToolResult):
             return target
@@ -347,6 +378,12 @@ class OrchestratorServer(MCPServer):
         return ctx
 
     # -- resources ---------------------------------------------------------------------------
+    async def _handle_list_resources(self, ctx: Any, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        items, cursor = self.pager.page(
+            "resources/list", await self.list_resources(), params.cursor if params else None
+        )
+        return ListResourcesResult(resources=items, next_cursor=cursor)
+
     async def list_resources(self) -> list[MCPResource]:
         return [
             MCPResource(
@@ -414,10 +451,14 @@ class OrchestratorServer(MCPServer):
         skill = self.catalog.find(name)
         if skill is None or skill.root is None:
             raise ResourceNotFoundError(f"no skill named '{clip(name, 64)}' with files (from {clip(text)})")
-        content, mime = read_skill_file(skill.root, rel or "SKILL.md")
+        content, mime = read_skill_file(skill.root, rel or "SKILL.md", getattr(skill, "boundary", None))
         return [ReadResourceContents(content=content, mime_type=mime)]
 
     # -- prompts -----------------------------------------------------------------------------
+    async def _handle_list_prompts(self, ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        items, cursor = self.pager.page("prompts/list", await self.list_prompts(), params.cursor if params else None)
+        return ListPromptsResult(prompts=items, next_cursor=cursor)
+
     async def list_prompts(self) -> list[MCPPrompt]:
         return [
             MCPPrompt(
@@ -782,12 +823,17 @@ def create_server(
     builtin: bool = True,
     pipelines: bool = True,
     servers: str | Path | None = None,
+    catalogue: CatalogueMode = "auto",
+    catalogue_threshold: int = DEFAULT_THRESHOLD,
+    page_size: int = DEFAULT_PAGE_SIZE,
     allow_dirs: Sequence[str | Path] | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
 
-    `allow_dirs`: the folders file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else
-    the working directory; a client's MCP roots narrow them).
+    `catalogue`, `catalogue_threshold`: catalogue mode (see `_catalogue`); `page_size`: items per
+    page of tools/list, resources/list, prompts/list and skills/list. `allow_dirs`: the folders
+    file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else the working directory; a
+    client's MCP roots narrow them).
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
@@ -797,11 +843,12 @@ def create_server(
     providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})", cache_dir=home.cache_dir))
     for extra in skill_dirs:
         path = Path(extra).expanduser().resolve()
-        if not path.is_dir():
-            log.error("--skills %s is not a directory; skipped", path)
+        if not path.is_dir() and not (path.is_file() and path.suffix.lower() in ARCHIVE_SUFFIXES):
+            log.error("--skills %s is not a directory or a skill archive (.zip, .skill); skipped", path)
             continue
         providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
     catalog = Catalog(providers, enabled=home.enabled_overrides())
+    report_roots(providers)
     upstreams = None
     servers_file = Path(servers).expanduser() if servers else home.servers_file
     if servers_file.is_file() and _lists_servers(servers_file):
@@ -825,12 +872,25 @@ def create_server(
 
         model_service = ModelService(home)
         service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
+        for warning in unknown_models(catalog, model_service.registry.known()):
+            log.warning("%s", warning)
     home.record(catalog)
     access = Access(home, allow_dirs)
-    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams, access=access)
+    server = OrchestratorServer(
+        catalog,
+        home=home,
+        watch=watch,
+        pipelines=service,
+        servers=upstreams,
+        access=access,
+        catalogue=catalogue,
+        catalogue_threshold=catalogue_threshold,
+        page_size=page_size,
+    )
     server.pending = PendingPipelines(server)  # a pipeline waiting for an upstream is pending, not broken
     for problem in server.pending.sort_out(catalog.problems()):
-        log.error("not published: %s", problem.error)
+        skipped = all(p.severity == "warning" for p in problem.problems)
+        log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server

@@ -94,10 +94,14 @@ class PipelineService:
     def load_file(self, path: Path) -> PipelineSkill:
         """A pipeline file outside the published folders, verified, ready to run (`orchestrator run FILE`)."""
         from .loader import load_spec_file
-        from .verify import verify
+        from .verify import all_issues, verify
 
         path = path.resolve()
-        spec, smap = load_spec_file(path)
+        try:
+            spec, smap = load_spec_file(path)
+        except VerificationError as exc:
+            exc.issues = all_issues(exc, catalog=self.catalog, pipelines=self.specs(), models=self._models())
+            raise
         issues = verify(
             spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec}, models=self._models()
         )
