@@ -44,7 +44,7 @@ Start = Callable[["SkillContext"], Awaitable[dict[str, Any]]]
 def add_parsers(sub: Any, parents: Parents) -> None:
     run = sub.add_parser(
         "run",
-        parents=[parents.common, parents.skills, parents.json, parents.servers],
+        parents=[parents.common, parents.skills, parents.json, parents.servers, parents.scale],
         help="run a pipeline, with a live progress display",
         description="Run a published pipeline (by id) or a pipeline YAML file (verified first). VALUEs are "
         "parsed as JSON when they parse, else taken as strings. Exit status: 0 success, 1 the pipeline "
@@ -141,8 +141,15 @@ def drive(
 
     ModelService(service.home).attach(ctx)  # no client here: the Anthropic API when a key is set
     ctx.extras["catalog"] = service.catalog
+
+    async def start_and_close(ctx: SkillContext) -> dict[str, Any]:
+        try:
+            return await start(ctx)
+        finally:
+            await service.aclose()  # the queue's connections (distributed mode), in this event loop
+
     with display:
-        result, failure, signum = anyio.run(_supervise, start, ctx)
+        result, failure, signum = anyio.run(_supervise, start_and_close, ctx)
         if result is not None:
             display.succeeded()
     # The run's objects die with the process: without this, the interpreter's last collection of
