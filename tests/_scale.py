@@ -18,8 +18,10 @@ import itertools
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -238,3 +240,68 @@ def redis_url() -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+# -- `orchestrator worker` processes --------------------------------------------------------------
+ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
+REDELIVERY = 15.0
+"""Seconds after which a dead worker's task goes to another worker (the tests' setting)."""
+
+
+def _env(home: Path) -> dict[str, str]:
+    drop = ("ORCHESTRATOR_TOKEN", "ORCHESTRATOR_STATE", "ORCHESTRATOR_QUEUE")
+    return {k: v for k, v in os.environ.items() if k not in drop} | {"ORCHESTRATOR_HOME": str(home)}
+
+
+class Workers:
+    """`orchestrator worker` subprocesses on one state and queue."""
+
+    def __init__(self, root: Path, skills: Path, state: str, queue: str) -> None:
+        self.root, self.skills, self.state, self.queue = root, skills, state, queue
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str) -> None:
+        log = open(self.root / f"{name}.log", "wb")  # the child has its own copy: closed below
+        self.procs[name] = subprocess.Popen(
+            [
+                *(str(ORCHESTRATOR), "worker", "--state", self.state, "--queue", self.queue, "--name", name),
+                *("--skills", str(self.skills), "--concurrency", "8", "--redelivery-timeout", str(REDELIVERY)),
+            ],
+            env=_env(self.root / name),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        log.close()
+        _until(lambda: b"takes runs and items" in (self.root / f"{name}.log").read_bytes(), f"worker {name} ready")
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+
+def _until(check: object, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {what}")
+        time.sleep(0.05)  # polls another process's progress: there is no event to wait on
+
+
+@contextlib.contextmanager
+def two_workers(root: Path, skills: Path, state: str, queue: str) -> Iterator[Workers]:
+    """Workers `w1` and `w2` on `state` and `queue`, stopped when left."""
+    group = Workers(root, skills, state, queue)
+    try:
+        group.start("w1")
+        group.start("w2")
+        yield group
+    finally:
+        group.stop()
