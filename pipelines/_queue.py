@@ -30,12 +30,36 @@ from skills import SkillCancelledError, SkillRunError, SkillsError
 
 from .errors import PipelineError, RunLimitError, RunLimitExceeded, StepFailed
 
-__all__ = ["ITEMS", "RUNS", "Outcome", "Queue", "failure", "orchestrator_item", "orchestrator_run", "raise_outcome"]
+__all__ = [
+    "ITEMS",
+    "RUNS",
+    "Outcome",
+    "Queue",
+    "failure",
+    "orchestrator_item",
+    "orchestrator_run",
+    "pooled",
+    "raise_outcome",
+]
 
 log = logging.getLogger("pipelines.queue")
 
 RUNS = "orchestrator-runs"
 ITEMS = "orchestrator-items"
+IN_FLIGHT = 64
+"""Loop items one process waits for at once: each wait holds a Redis connection (pub/sub) of a
+pool of `POOL` (a run with `max_parallel: 1000` would exhaust it). More than the workers can run
+at once gains nothing."""
+POOL = 512
+"""Redis connections per docket and process (redis-py's default, 100, caps the runs a replica
+waits for)."""
+
+
+def pooled(url: str) -> str:
+    """`url` with a connection pool of `POOL` unless it names its own `max_connections`."""
+    if "max_connections=" in url:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}max_connections={POOL}"
 
 
 class Outcome(TypedDict, total=False):
@@ -118,6 +142,7 @@ class Queue:
         self.url = url
         self._open: tuple[Any, dict[str, Docket], AsyncExitStack] | None = None
         self._lock = anyio.Lock()
+        self._in_flight = anyio.CapacityLimiter(IN_FLIGHT)
 
     async def docket(self, name: str) -> Docket:
         import asyncio
@@ -126,7 +151,9 @@ class Queue:
         async with self._lock:
             if self._open is None or self._open[0] is not loop:
                 stack = AsyncExitStack()
-                dockets = {n: await stack.enter_async_context(Docket(name=n, url=self.url)) for n in (RUNS, ITEMS)}
+                dockets = {
+                    n: await stack.enter_async_context(Docket(name=n, url=pooled(self.url))) for n in (RUNS, ITEMS)
+                }
                 dockets[RUNS].register(orchestrator_run)
                 dockets[ITEMS].register(orchestrator_item)
                 self._open = (loop, dockets, stack)
@@ -168,13 +195,14 @@ class Queue:
         """Hand one loop item to the workers (once: its key names it) and wait for its outcome."""
         items = await self.docket(ITEMS)
         key = f"item:{run_id}:{step_id}:{payload['index']}"
-        execution = await items.add(orchestrator_item, key=key)(run_id, step_id, payload)
-        try:
-            return await _result(execution)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await items.cancel(key)
-            raise
+        async with self._in_flight:
+            execution = await items.add(orchestrator_item, key=key)(run_id, step_id, payload)
+            try:
+                return await _result(execution)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await items.cancel(key)
+                raise
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[Queue]:

@@ -32,7 +32,7 @@ from skills import SkillContext, SkillsError
 
 from ._loops import run_item
 from ._owner import Owner
-from ._queue import ITEMS, RUNS, Outcome, failure, orchestrator_item, orchestrator_run, raise_outcome
+from ._queue import ITEMS, RUNS, Outcome, failure, orchestrator_item, orchestrator_run, pooled, raise_outcome
 from .errors import PipelineError, StepFailed
 from .runtime import RunContext
 from .service import HERE_KEY, ITEM_KEY, PipelineService
@@ -82,7 +82,7 @@ class WorkerHost:
         url = self.service.backends.queue
         assert url is not None
         lease = timedelta(seconds=self.redelivery_timeout)
-        async with Docket(name=RUNS, url=url) as runs, Docket(name=ITEMS, url=url) as items:
+        async with Docket(name=RUNS, url=pooled(url)) as runs, Docket(name=ITEMS, url=pooled(url)) as items:
             runs.register(orchestrator_run)
             items.register(orchestrator_item)
             slots = self.concurrency
