@@ -178,3 +178,47 @@ async def test_a_task_made_through_one_server_is_polled_and_fetched_through_anot
     (run,) = [r for r in listed["runs"] if r["run_id"] == run_id]
     assert run["status"] == "succeeded"
     assert run["artifacts"] == str(tmp_path / "artifacts" / "long" / "runs" / run_id)  # the configured shared folder
+
+
+SHOUT = """
+id: shout
+inputs: {log: {type: string}, word: {type: string}}
+steps:
+  - id: one
+    skill: mark
+    parameters: {log: "{{ log }}", call: "{{ word }}!"}
+outputs: {said: "{{ one.marked }}"}
+"""
+
+
+async def test_a_pipeline_registered_through_one_server_reaches_the_clients_of_another(
+    tmp_path: Path, skills: Path, pg_url: str
+) -> None:
+    from mcp_types import ToolListChangedNotification
+
+    backends = Backends.of(state=pg_url, queue="")
+    a, b = (create_server(home=tmp_path / h, skill_dirs=[skills], backends=backends) for h in ("a", "b"))
+    send, receive = anyio.create_memory_object_stream[str](10)
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            send.send_nowait("tools/list_changed")
+
+    log = tmp_path / "marks.log"
+    with send, receive:
+        async with (
+            b.running(),  # what `serve` runs around its transport: here, B's LISTEN on the shared state
+            Client(b, mode="legacy", message_handler=on_message) as on_b,
+            Client(a, mode="legacy") as on_a,
+        ):
+            assert "shout" not in {t.name for t in (await on_b.list_tools()).tools}
+            registered = await on_a.call_tool("register_pipeline", {"yaml": SHOUT})
+            assert not registered.is_error, registered.content
+            with anyio.fail_after(30):
+                while await receive.receive() != "tools/list_changed":
+                    pass
+            assert "shout" in {t.name for t in (await on_b.list_tools()).tools}
+            called = await on_b.call_tool("shout", {"log": str(log), "word": "hey"})
+            assert not called.is_error, called.content
+            assert called.structured_content is not None and called.structured_content["said"] == "hey!"
+    assert not (tmp_path / "a" / "pipelines" / "shout.yaml").exists()  # in the database, not on A's disk
