@@ -48,6 +48,9 @@ __all__ = ["WorkerHost"]
 log = logging.getLogger("pipelines.worker")
 
 RUN_SLOTS = 64
+CHECK_EVERY = timedelta(milliseconds=25)
+"""How soon a worker whose item slots were all busy looks again (Docket's default, 250 ms, left a
+freed slot idle for longer than a short item takes)."""
 """Runs one worker drives at once (a run mostly waits for its items, which the items' slots bound)."""
 
 
@@ -88,7 +91,13 @@ class WorkerHost:
             slots = self.concurrency
             async with (
                 Worker(runs, name=f"{self.name}/runs", concurrency=RUN_SLOTS, redelivery_timeout=lease) as driver,
-                Worker(items, name=f"{self.name}/items", concurrency=slots, redelivery_timeout=lease) as doer,
+                Worker(
+                    items,
+                    name=f"{self.name}/items",
+                    concurrency=slots,
+                    redelivery_timeout=lease,
+                    minimum_check_interval=CHECK_EVERY,
+                ) as doer,
             ):
                 driver.orchestrator = doer.orchestrator = self  # type: ignore[attr-defined]
                 if ready is not None:
