@@ -41,6 +41,16 @@ _ISSUE = {
         "code": {"type": "string"},
     },
 }
+_REVIEW = {
+    "type": "object",
+    "description": "The checkpoint review of the last run (seed 004's CheckpointAssessment).",
+    "properties": {
+        "verdict": {"type": "string", "enum": ["complete", "needs_fix"]},
+        "reasoning": {"type": "string"},
+        "issues": {"type": "array", "items": {"type": "string"}},
+        "fix_instructions": {"type": "array", "items": {"type": "string"}},
+    },
+}
 _YAML_INPUT = {
     "type": "string",
     "description": "The pipeline file's YAML text (the format: the pipeline-authoring skill, or docs/pipelines.md).",
@@ -369,7 +379,7 @@ META_TOOLS: dict[str, MetaTool] = {
                     "pipeline_id": nullable({"type": "string"}),
                     "outputs": {**ANY_JSON, "description": "The final run's outputs."},
                     "run_id": nullable({"type": "string"}),
-                    "review": nullable({"type": "object"}),
+                    "review": nullable(_REVIEW),
                     "history": {"type": "array", "items": {"type": "object"}},
                     "issues": {"type": "array", "items": {"type": "string"}},
                     "usage": {"type": "object"},

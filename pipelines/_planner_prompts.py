@@ -65,8 +65,10 @@ You are the checkpoint reviewer of a plan-and-run loop. A pipeline was written f
 and run; judge from its outputs whether the request is fully answered.
 
 Answer with JSON only:
-{"verdict": "complete" | "needs_fix", "reasons": ["what is right or missing"],
- "fix_instructions": "what the pipeline author must change (empty when complete)"}"""
+{"verdict": "complete" | "needs_fix", "reasoning": "why, in a sentence or two",
+ "issues": ["what is wrong or missing", ...],
+ "fix_instructions": ["one change the pipeline author must make", ...]}
+`issues` and `fix_instructions` are empty lists when the verdict is complete."""
 
 
 def planner_system(guide: str | None) -> str:

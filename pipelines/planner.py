@@ -8,7 +8,7 @@ Seed 004's checklist mode (plan -> verify -> run -> assess) on our pipelines:
              compiles (bounded); optionally a missing skill is created (`create_missing_skills`)
     run      the pipeline runs like any other (run id, checkpoints, artifacts, history)
     assess   a checkpoint review (role review) of the outputs against the request:
-             `complete`, or `needs_fix` with reasons and fix instructions -> back to plan
+             `complete`, or `needs_fix` with issues and fix instructions (lists) -> back to plan
 
 up to `max_iterations` runs. A complete pipeline can be registered as a tool.
 """
@@ -21,7 +21,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from skills import SkillContext, SkillsError
 from skills.creator import ask_json
@@ -46,18 +46,31 @@ _UNKNOWN_SKILL = re.compile(r"unknown skill '([^']+)'")
 
 
 class ReviewVerdict(BaseModel):
-    """The checkpoint review of a run."""
+    """The checkpoint review of a run (seed 004's `CheckpointAssessment`)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    verdict: Literal["complete", "needs_fix"]
-    reasons: list[str] = Field(default_factory=list)
-    fix_instructions: str = ""
+    verdict: Literal["complete", "needs_fix"] = Field(validation_alias=AliasChoices("verdict", "status"))
+    reasoning: str = ""
+    """Why, in a sentence or two."""
+    issues: list[str] = Field(default_factory=list, validation_alias=AliasChoices("issues", "reasons"))
+    """What is wrong or missing (empty when complete)."""
+    fix_instructions: list[str] = Field(default_factory=list)
+    """What the pipeline's author must change, one instruction an item (empty when complete)."""
 
-    @field_validator("reasons", mode="before")
+    @field_validator("issues", "fix_instructions", mode="before")
     @classmethod
     def _listed(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+        if value is None:
+            return []
+        if isinstance(value, str):  # a model that writes one string means one item (or none)
+            return [value] if value.strip() else []
+        return value
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return "" if value is None else value
 
 
 @dataclasses.dataclass
@@ -132,10 +145,11 @@ async def plan_and_run(
             status = "complete"
             break
         status = "needs_fix"
-        reasons = "\n".join(f"- {r}" for r in verdict.reasons) or "- (no reasons given)"
+        issues = "\n".join(f"- {r}" for r in verdict.issues) or "- (no issues named)"
+        fixes = "\n".join(f"- {f}" for f in verdict.fix_instructions) or "- (none given)"
         planner.feedback(
-            f"The pipeline ran, but the reviewer says it does not yet answer the request:\n{reasons}\n"
-            f"Fix instructions: {verdict.fix_instructions or '(none)'}"
+            f"The pipeline ran, but the reviewer says it does not yet answer the request:\n{issues}\n"
+            f"Fix instructions:\n{fixes}"
         )
     data: dict[str, Any] = {
         "status": status,

@@ -34,6 +34,7 @@ from ._loops import spent_in_flight
 from ._outcomes import json_size, outputs_of, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
+from ._summary import summary_key, summary_of
 from .errors import ExpressionError, PipelineError, RunLimitError, RunLimitExceeded, StepFailed, failure_record
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
@@ -393,6 +394,7 @@ async def run_pipeline(
     scope = final.get("scope", {})
     log.info("pipeline %s run %s finished in %.3fs", spec.id, run_id, time.perf_counter() - started)
     result = outputs_of(spec, scope)
+    result[summary_key(spec)] = summary_of(spec, scope)
     usage = usage_of(final.get("usage") or {})
     if usage is not None:
         result["usage"] = usage

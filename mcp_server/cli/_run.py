@@ -131,6 +131,7 @@ def drive(
     """Run `start` under the progress display, Ctrl-C cancelling it; report the outcome, return the exit status."""
     import anyio
 
+    from pipelines._summary import summary_key
     from skills import SkillContext
 
     from ._progress import open_display
@@ -163,9 +164,13 @@ def drive(
     if as_json:
         print_json(result)
         return EXIT_OK
-    print_json({k: v for k, v in result.items() if k != "run_id"})
+    key = summary_key(spec) if spec is not None else "summary"
+    summary = result.get(key) if isinstance(result.get(key), dict) else None
+    print_json({k: v for k, v in result.items() if k != "run_id" and not (k == key and summary is not None)})
     artifacts = service.artifact_dir(title, run_id)
     where = f"; artifacts in {artifacts}" if artifacts.is_dir() else " (no artifacts)"
+    if summary is not None:
+        print(f"{PROG}: {summary.get('line', '')}", file=sys.stderr)
     print(f"{PROG}: run {run_id} of {title} succeeded{where}", file=sys.stderr)
     return EXIT_OK
 
