@@ -141,21 +141,9 @@ def test_the_command_line_prints_the_summary_line_and_keeps_it_out_of_the_output
     assert json.loads(full.out)["summary"]["failed_steps"] == ["broken", "items"]
 
 
-MEAN = """\
-id: mean-of-numbers
-inputs:
-  numbers: {type: array, default: [2, 4, 6, 8]}
-steps:
-  - id: stats
-    skill: number-stats
-    parameters: {values: "{{ numbers }}"}
-outputs:
-  total: "{{ stats.sum }}"
-"""
-
-
 async def test_plan_and_run_review_returns_issues_and_fix_instructions_as_lists(home: Path) -> None:
     from _scripted import Script, connect
+    from test_plan_and_run import SUM
 
     review = {
         "verdict": "needs_fix",
@@ -163,7 +151,7 @@ async def test_plan_and_run_review_returns_issues_and_fix_instructions_as_lists(
         "issues": ["the output is the sum", "the mean is missing"],
         "fix_instructions": "output stats.mean as `mean`",  # one string: one instruction
     }
-    script = Script.of(f"```yaml\n{MEAN}```", review)
+    script = Script.of(f"```yaml\n{SUM}```", review)
     async with connect(home, script) as session:
         result = await session.client.call_tool("plan_and_run", {"request": "the mean", "max_iterations": 1})
     data = result.structured_content
