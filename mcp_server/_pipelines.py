@@ -9,18 +9,18 @@ a reviewer approve and the skill's own tests pass a new skill before it is publi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills._schema import ANY_JSON, nullable
 from skills.errors import clip
 
+from ._agents import AGENT_TOOLS
+from ._meta import MetaTool, structured
 from ._resources import read_skill_file
 from ._results import error_result
 
@@ -57,19 +57,7 @@ _YAML_INPUT = {
 }
 
 
-@dataclass(frozen=True)
-class MetaTool:
-    """A tool of the server itself."""
-
-    tool: MCPTool
-    handler: Callable[[PipelineService, dict[str, Any], SkillContext], Awaitable[CallToolResult]]
-
-
-def _structured(data: dict[str, Any]) -> CallToolResult:
-    import json
-
-    text = json.dumps(data, ensure_ascii=False, indent=1)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+_structured = structured  # the name other modules import
 
 
 def _issues(issues: list[Any]) -> list[dict[str, Any]]:
@@ -331,6 +319,7 @@ META_TOOLS: dict[str, MetaTool] = {
             ),
         ),
         _create_skill,
+        long_running=True,
     ),
     "plan_and_run": MetaTool(
         MCPTool(
@@ -394,8 +383,12 @@ META_TOOLS: dict[str, MetaTool] = {
             ),
         ),
         _plan_and_run,
+        long_running=True,
     ),
 }
+
+
+META_TOOLS.update(AGENT_TOOLS)
 
 
 def read_pipeline_resource(service: PipelineService, uri: str) -> tuple[str | bytes, str]:

@@ -66,7 +66,9 @@ from skills import (
     UnknownSkillError,
 )
 from skills._schema import check_arguments
+from skills.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.errors import clip
+from skills.roles import ROLES_KEY, Roles
 
 from . import __version__
 from ._access import Access
@@ -255,7 +257,15 @@ class OrchestratorServer(MCPServer):
             ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
+        ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
+        if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
+            ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
         return ctx
+
+    @cached_property
+    def roles(self) -> Roles:
+        """The home's agent roles (`agents/roles.yaml` over the shipped ones), re-read when it changes."""
+        return Roles(self.home.root if self.home is not None else None)
 
     # -- resources ---------------------------------------------------------------------------
     async def list_resources(self) -> list[MCPResource]:
@@ -657,7 +667,10 @@ def create_server(
         from pipelines.service import PipelineService
 
         model_service = ModelService(home)
-        service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
+        roles = Roles(home.root)
+        service = PipelineService(
+            home, catalog, examples=builtin, models=lambda: model_service.registry.known(), roles=roles.book
+        )
     home.record(catalog)
     access = Access(home, allow_dirs)
     server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams, access=access)
@@ -666,6 +679,7 @@ def create_server(
         log.error("not published: %s", problem.error)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
+        server.__dict__["roles"] = roles  # and one book of agent roles
     return server
 
 

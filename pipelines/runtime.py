@@ -27,11 +27,12 @@ import anyio
 
 from skills import Catalog, SkillContext, SkillsError
 from skills._schema import check_arguments
+from skills.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.contract import RunSpec, SkillContract
 from skills.models import Usage
 
 from ._loops import spent_in_flight
-from ._outcomes import json_size, outputs_of, settle, usage_of
+from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
 from ._summary import summary_key, summary_of
@@ -84,6 +85,8 @@ class RunContext:
     artifact_dir: Path
     budget: Budget = field(default_factory=lambda: Budget(RunLimits()))
     """What the run may spend (steps, loop items, data) and has spent."""
+    agents: RunBudget = field(default_factory=RunBudget)
+    """What all agents of the run may spend together (tokens, cost, time)."""
     progress: RunProgress = field(init=False)
     _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
@@ -206,6 +209,7 @@ class RunContext:
         }
         extras.setdefault("catalog", self.catalog)
         extras[BUDGET_KEY] = self.budget  # a pipeline called by this step spends from this run's limits too
+        extras[AGENT_BUDGET_KEY] = self.agents  # every agent of the run shares one budget, parallel ones too
         access = extras.get("model")
         child = access.child() if access is not None else None
         if child is not None:
@@ -250,7 +254,7 @@ class RunContext:
         finally:
             if child is not None:
                 spent.add(child.usage)
-        return _plain(result)
+        return plain_result(result)
 
     def finish_step(
         self, step: StepSpec, scope: dict[str, Any], output: Any, restore: dict[str, Any] | None = None
@@ -311,21 +315,6 @@ class _StepAgent:
         return []
 
 
-def _plain(result: Any) -> Any:
-    """A skill result as plain data for expressions and checkpoints (MCP results unwrapped)."""
-    from mcp_types import CallToolResult
-
-    if isinstance(result, CallToolResult):
-        if result.is_error:
-            text = " ".join(getattr(c, "text", "") for c in result.content)
-            raise StepFailed(text or "the tool reported an error")
-        if result.structured_content is not None:
-            return result.structured_content
-        texts = [getattr(c, "text", None) for c in result.content]
-        return texts[0] if len(texts) == 1 else texts
-    return result
-
-
 async def run_pipeline(
     compiled: CompiledPipeline,
     inputs: dict[str, Any] | None,
@@ -346,7 +335,17 @@ async def run_pipeline(
     spec = compiled.spec
     if budget is None:
         budget = Budget(DEFAULT_LIMITS.within(spec.limits, timeout=spec.timeout), server=DEFAULT_LIMITS)
-    run = RunContext(catalog=catalog, spec=spec, run_id=run_id, skill_ctx=ctx, artifact_dir=artifact_dir, budget=budget)
+    outer = ctx.extras.get(AGENT_BUDGET_KEY)  # the caller's (a pipeline step, a tool call): it bounds this run too
+    agents = RunBudget.of(budget.limits, parent=outer if isinstance(outer, RunBudget) else None)
+    run = RunContext(
+        catalog=catalog,
+        spec=spec,
+        run_id=run_id,
+        skill_ctx=ctx,
+        artifact_dir=artifact_dir,
+        budget=budget,
+        agents=agents,
+    )
     graph = compiled.graph(checkpointer)
     config: dict[str, Any] = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
     before: dict[str, Any] | None = None

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -27,6 +27,9 @@ from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import RunRecord, RunStore
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from skills.roles import RoleBook
 
 __all__ = ["PipelineService"]
 
@@ -43,9 +46,12 @@ class PipelineService:
         *,
         examples: bool = True,
         models: Callable[[], Collection[str]] | None = None,
+        roles: Callable[[], RoleBook] | None = None,
     ) -> None:
         self.home = home
         self.models = models
+        self.roles = roles
+        """The agent roles of the home (`skills.roles`); an agent step naming an unknown one is an error."""
         self.catalog = catalog
         self.store = RunStore(home.state_db)
         self.limits = ServerLimits(home.root / "config.yaml")
@@ -61,6 +67,7 @@ class PipelineService:
             source.others = self.specs
             source.help_cache = home.cache_dir
             source.models = models
+            source.roles = roles
         catalog.add_providers(self.sources)  # one merge: each pipeline is verified once at start-up
         self._saver: Any = None
         self._saver_stack: AsyncExitStack | None = None
@@ -80,6 +87,9 @@ class PipelineService:
     def _models(self) -> Collection[str] | None:
         return self.models() if self.models is not None else None
 
+    def _roles(self) -> RoleBook | None:
+        return self.roles() if self.roles is not None else None
+
     def specs(self) -> dict[str, PipelineSpec]:
         """Every published pipeline by id (later sources win, as in the Catalog)."""
         out: dict[str, PipelineSpec] = {}
@@ -96,7 +106,12 @@ class PipelineService:
         path = path.resolve()
         spec, smap = load_spec_file(path)
         issues = verify(
-            spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec}, models=self._models()
+            spec,
+            smap,
+            catalog=self.catalog,
+            pipelines={**self.specs(), spec.id: spec},
+            models=self._models(),
+            roles=self._roles(),
         )
         errors = [i for i in issues if i.severity == "error"]
         if errors:
@@ -104,6 +119,7 @@ class PipelineService:
         host = PipelineSource(path.parent, "user", label=str(path.parent))
         host.catalog, host.runner, host.others = self.catalog, self.run, self.specs
         host.help_cache = self.home.cache_dir
+        host.models, host.roles = self.models, self.roles
         skill = PipelineSkill(spec, path, "user", host)
         skill.warnings = issues
         return skill
@@ -251,7 +267,9 @@ class PipelineService:
         """Every issue of a pipeline text against this server's Catalog and pipelines."""
         from .verify import check_text
 
-        return check_text(text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models())
+        return check_text(
+            text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
+        )
 
     async def register(self, text: str, *, overwrite: bool = False) -> PipelineSkill:
         """Validate, save into the home's pipelines/, and publish at once."""

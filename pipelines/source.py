@@ -34,6 +34,7 @@ from .spec import PipelineSpec
 
 if TYPE_CHECKING:
     from skills import Catalog
+    from skills.roles import RoleBook
 
     from .compiler import CompiledPipeline
 
@@ -163,6 +164,8 @@ class PipelineSource(FolderProvider):
         self.others: Callable[[], dict[str, PipelineSpec]] = dict
         self.models: Callable[[], Collection[str]] | None = None
         """The model roles and ids the server knows (set by the server; unknown ones are errors)."""
+        self.roles: Callable[[], RoleBook] | None = None
+        """The agent roles of the home (set by the server; an unknown one is an error)."""
         """All pipelines known to the server (for calls between pipelines and cycle checks)."""
         self.help_cache: Path | None = None
         """Where model-improved help is cached (`<home>/cache`; set by the server)."""
@@ -225,7 +228,8 @@ class PipelineSource(FolderProvider):
         from .verify import verify
 
         models = self.models() if self.models is not None else None
-        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known, models=models)
+        roles = self.roles() if self.roles is not None else None
+        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known, models=models, roles=roles)
 
     async def execute(self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext) -> Any:
         if self.runner is None:

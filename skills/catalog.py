@@ -28,7 +28,17 @@ __all__ = ["RESERVED_NAMES", "TOOL_NAME", "Catalog", "FolderProvider", "FolderSo
 log = logging.getLogger("skills.catalog")
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-RESERVED_NAMES = frozenset({"validate_pipeline", "register_pipeline", "create_skill", "plan_and_run"})
+RESERVED_NAMES = frozenset(
+    {
+        "validate_pipeline",
+        "register_pipeline",
+        "create_skill",
+        "plan_and_run",
+        "orchestrate",
+        "spawn_agent",
+        "run_pipeline",
+    }
+)
 """Meta tools of the server; no skill, pipeline or upstream tool may take these names."""
 
 

@@ -61,8 +61,10 @@ class ProviderAccess:
         max_tokens: int | None = None,
         tools: list[dict[str, Any]] | None = None,
         temperature: float | None = None,
+        thinking: int | None = None,
     ) -> Completion:
-        """One completion; `max_tokens=None` takes the model's default from the registry."""
+        """One completion; `max_tokens=None` takes the model's default from the registry;
+        `thinking`: extended thinking's token budget (the Anthropic API; sampling answers without)."""
         if not messages:
             raise SkillRunError("a model call needs at least one message")
         info = self.registry.info(model)
@@ -73,6 +75,7 @@ class ProviderAccess:
             system=system,
             tools=list(tools) if tools else None,
             temperature=temperature,
+            thinking=thinking,
         )
         provider = self.provider_for(request)
         completion = await provider.complete(request)

@@ -133,6 +133,7 @@ def drive(
 
     from pipelines._summary import summary_key
     from skills import SkillContext
+    from skills.roles import ROLES_KEY
 
     from ._progress import open_display
 
@@ -142,6 +143,8 @@ def drive(
 
     ModelService(service.home).attach(ctx)  # no client here: the Anthropic API when a key is set
     ctx.extras["catalog"] = service.catalog
+    if service.roles is not None:
+        ctx.extras[ROLES_KEY] = service.roles()
     with display:
         result, failure, signum = anyio.run(_supervise, start, ctx)
         if result is not None:
