@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skills import SkillContext, SkillRunError
+from skills import SkillContext, SkillRunError, SkillsError
 from skills._schema import check_arguments
 from skills.creator import ask_json
 from skills.models import NoModelProviderError, model_access
@@ -131,15 +131,18 @@ async def _decide(router: Any, request: str, context: str, menu: list[Skill], bo
 
     def valid(value: Any) -> Route:
         route = Route.model_validate(value)
-        if route.route == "skill":
-            skill = names.get(route.skill or "")
-            if skill is None:
-                raise ValueError(f"'{route.skill}' is not a listed skill")
-            check_arguments(skill.name, skill.input_schema, route.arguments)
-        elif route.route == "agent":
-            book.get(route.role or "")
-            if not (route.task or "").strip():
-                raise ValueError("an agent route needs the task")
+        try:
+            if route.route == "skill":
+                skill = names.get(route.skill or "")
+                if skill is None:
+                    raise ValueError(f"'{route.skill}' is not a listed skill")
+                check_arguments(skill.name, skill.input_schema, route.arguments)
+            elif route.route == "agent":
+                book.get(route.role or "")
+                if not (route.task or "").strip():
+                    raise ValueError("an agent route needs the task")
+        except SkillsError as exc:  # arguments that do not fit, an unknown role: a routing failure
+            raise ValueError(str(exc)) from None
         return route
 
     try:
