@@ -23,6 +23,7 @@ from ._agents import AGENT_TOOLS
 from ._meta import MetaTool, structured
 from ._resources import read_skill_file
 from ._results import error_result
+from ._stepping import RUN_TOOLS
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
@@ -389,6 +390,7 @@ META_TOOLS: dict[str, MetaTool] = {
 
 
 META_TOOLS.update(AGENT_TOOLS)
+META_TOOLS.update(RUN_TOOLS)
 
 
 def read_pipeline_resource(service: PipelineService, uri: str) -> tuple[str | bytes, str]:

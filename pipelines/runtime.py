@@ -35,6 +35,7 @@ from ._loops import spent_in_flight
 from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
+from ._stepping import StepGate, stream_stepwise
 from ._summary import summary_key, summary_of
 from .errors import ExpressionError, PipelineError, RunLimitError, RunLimitExceeded, StepFailed, failure_record
 from .expressions import evaluate, render, truthy
@@ -91,6 +92,8 @@ class RunContext:
     _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
     """Top-level steps under way and when they started (named when the run's time is up)."""
+    last_finished: str | None = None
+    """The top-level step that finished last (step-through shows it to its gate)."""
 
     def __post_init__(self) -> None:
         self.progress = RunProgress(self.skill_ctx, [s.id for s in self.spec.steps])
@@ -271,6 +274,8 @@ class RunContext:
             self.charge(step, result, data=assigned)
             update.update(assigned)
         self.running.pop(step.id, None)
+        if step.id in self.progress.top:
+            self.last_finished = step.id
         self.progress.finished(step.id, skipped=output is None)
         return result
 
@@ -326,11 +331,13 @@ async def run_pipeline(
     checkpointer: Any = None,
     resume: bool = False,
     budget: Budget | None = None,
+    gate: StepGate | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`.
 
     `budget` carries the run's limits (default: the built-in server limits lowered by the
-    pipeline's own `limits:` and `timeout:`).
+    pipeline's own `limits:` and `timeout:`). With `gate`, the run pauses after each top-level
+    step and the gate decides: continue, stop (`RunStopped`) or re-run the step (`_stepping`).
     """
     spec = compiled.spec
     if budget is None:
@@ -372,18 +379,37 @@ async def run_pipeline(
     # at any moment never loses a finished step (LangGraph's default writes it in the background).
     durability = "sync" if checkpointer is not None else None
     started = time.perf_counter()
-    final: dict[str, Any] | None = None
-    wall = budget.limits.max_wall_time
-    with anyio.move_on_after(wall) as clock:
+
+    async def segment(payload: Any, config: dict[str, Any], interrupt_after: list[str] | None) -> Any:
+        last = None
         try:
-            async for chunk in graph.astream(payload, config, context=run, stream_mode="values", durability=durability):
-                final = chunk
+            async for chunk in graph.astream(
+                payload,
+                config,
+                context=run,
+                stream_mode="values",
+                durability=durability,
+                interrupt_after=interrupt_after,
+            ):
+                last = chunk
                 await run.flush()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await settle(checkpointer)
             raise
-    if clock.cancelled_caught:
+        return last
+
+    final: dict[str, Any] | None = None
+    wall = budget.limits.max_wall_time or float("inf")
+    if gate is None:
+        with anyio.move_on_after(wall) as clock:
+            final = await segment(payload, config, None)
+        timed_out = clock.cancelled_caught
+    else:
+        if checkpointer is None:
+            raise PipelineError("step-through needs the run's checkpoints", hint="run it through the orchestrator")
+        final, timed_out = await stream_stepwise(segment, graph, payload, config, run, gate, wall)
+    if timed_out:
         where = ", ".join(run.running) or spec.steps[min(run.progress.done, len(spec.steps) - 1)].id
         raise budget.exceeded("max_wall_time", where, f"the run did not finish within {wall:g}s")
     await run.flush()

@@ -19,10 +19,11 @@ import anyio
 import anyio.to_thread
 
 from skills import Catalog, Home, SkillContext, SkillRunError
+from skills.errors import clip
 
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
-from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import RunRecord, RunStore
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
@@ -30,6 +31,8 @@ from .spec import PipelineSpec
 
 if TYPE_CHECKING:
     from skills.roles import RoleBook
+
+    from ._stepping import StepGate
 
 __all__ = ["PipelineService"]
 
@@ -127,7 +130,11 @@ class PipelineService:
     def pipeline(self, pipeline_id: str) -> PipelineSkill:
         skill = self.catalog.find(pipeline_id)
         if not isinstance(skill, PipelineSkill):
-            raise PipelineError(f"no pipeline named '{pipeline_id}'", hint="`orchestrator pipelines list` shows them")
+            import difflib
+
+            close = difflib.get_close_matches(pipeline_id, list(self.specs()), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else "`orchestrator pipelines list` shows them"
+            raise PipelineError(f"no pipeline named '{clip(pipeline_id, 64)}'", hint=hint)
         return skill
 
     # -- running ---------------------------------------------------------------------------------
@@ -135,16 +142,26 @@ class PipelineService:
         return self.home.pipelines_dir / pipeline_id / "runs" / run_id
 
     async def run(
-        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, *, run_id: str | None = None
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        *,
+        run_id: str | None = None,
+        gate: StepGate | None = None,
     ) -> dict[str, Any]:
-        """Run a pipeline under a new run id; failures say how to resume."""
+        """Run a pipeline under a new run id; failures say how to resume.
+
+        With `gate` the run pauses after each top-level step (step-through); a stop raises
+        `RunStopped` after recording the run as `stopped`.
+        """
         run_id = run_id or new_run_id()
         artifacts = self.artifact_dir(skill.name, run_id)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
-        return await self._drive(skill, inputs, ctx, run_id, resume=False)
+        return await self._drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
 
-    async def resume(self, run_id: str, ctx: SkillContext) -> dict[str, Any]:
-        """Continue a run that failed, was cancelled or whose process died."""
+    async def resume(self, run_id: str, ctx: SkillContext, *, gate: StepGate | None = None) -> dict[str, Any]:
+        """Continue a run that failed, was cancelled, was stopped or whose process died."""
         record = await self._store(self.store.get, run_id)
         if record is None:
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
@@ -163,10 +180,17 @@ class PipelineService:
         else:
             skill = self.pipeline(record.pipeline)
         await self._store(self.store.resumed, run_id)
-        return await self._drive(skill, record.inputs, ctx, run_id, resume=True)
+        return await self._drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
 
     async def _drive(
-        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, run_id: str, *, resume: bool
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        run_id: str,
+        *,
+        resume: bool,
+        gate: StepGate | None = None,
     ) -> dict[str, Any]:
         from .runtime import run_pipeline
 
@@ -187,8 +211,12 @@ class PipelineService:
                     checkpointer=saver,
                     resume=resume,
                     budget=self.budget(skill, ctx),
+                    gate=gate,
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
+        except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
+            await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
+            raise
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
             await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
