@@ -81,6 +81,7 @@ from ._upstreams import PendingPipelines
 if TYPE_CHECKING:
     from adapters import ServerSource
     from adapters.models import ModelService
+    from pipelines._help_ai import HelpWriter
     from pipelines.service import PipelineService
 
 __all__ = ["OrchestratorServer", "create_server"]
@@ -263,6 +264,14 @@ class OrchestratorServer(MCPServer):
         return ctx
 
     @cached_property
+    def help_writer(self) -> HelpWriter:
+        """Writes the model's overview of every published pipeline in the background (`running`)."""
+        from pipelines._help_ai import HelpWriter
+
+        assert self.pipelines is not None
+        return HelpWriter(self.pipelines, self.models.api_access)
+
+    @cached_property
     def roles(self) -> Roles:
         """The home's agent roles (`agents/roles.yaml` over the shipped ones), re-read when it changes."""
         return Roles(self.home.root if self.home is not None else None)
@@ -430,6 +439,8 @@ class OrchestratorServer(MCPServer):
         no child process behind.
         """
         async with anyio.create_task_group() as tg, self.watching():
+            if self.pipelines is not None:  # overviews of the pipelines' help, with the API only
+                tg.start_soon(self.help_writer.run)
             if self.servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
                 after = self.pending.check if self.pending is not None else None

@@ -75,19 +75,31 @@ class PipelineSkill:
 
     @property
     def description(self) -> str:
-        from ._help_ai import cached_overview, text_hash, with_overview
+        from ._help_ai import with_overview
 
         head = self.spec.description.strip() or f"Pipeline {self.spec.id}."
-        overview = None
-        if self._host.help_cache is not None:  # a model's overview, when one was made for this file
-            digest = self.__dict__.get("_digest")
-            if digest is None:
-                try:
-                    digest = self.__dict__["_digest"] = text_hash(self.file.read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError):
-                    digest = self.__dict__["_digest"] = ""
-            overview = cached_overview(self._host.help_cache, digest) if digest else None
-        return f"{head}\n\n{with_overview(self.spec, overview, description=False)}"
+        return f"{head}\n\n{with_overview(self.spec, self.overview(), description=False)}"
+
+    def digest(self) -> str:
+        """SHA-256 of the file as loaded ("" when it cannot be read): the key of its cached help."""
+        from ._help_ai import text_hash
+
+        digest = self.__dict__.get("_digest")
+        if digest is None:
+            try:
+                digest = self.__dict__["_digest"] = text_hash(self.file.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                digest = self.__dict__["_digest"] = ""
+        return digest  # type: ignore[no-any-return]
+
+    def overview(self) -> str | None:
+        """The model's overview of this file, when one was written (`_help_ai`)."""
+        from ._help_ai import cached_overview
+
+        if self._host.help_cache is None:
+            return None
+        digest = self.digest()
+        return cached_overview(self._host.help_cache, digest) if digest else None
 
     @property
     def source(self) -> SkillSource:

@@ -124,6 +124,14 @@ class ModelService:
         """The access of one tool call (`context`: the MCP request's `Context`, None without a client)."""
         return self._build(context)[0]
 
+    def api_access(self) -> ProviderAccess | None:
+        """An access that needs no client (the Anthropic API, its key set and in the registry's
+        providers), or None: background work never spends a connected client's sampling."""
+        access = self._build(None)[0]
+        if any(isinstance(p, AnthropicProvider) and p.configured for p in access.providers):
+            return access
+        return None
+
     def attach(self, ctx: SkillContext, context: Any = None) -> ProviderAccess:
         """Put the call's access in `ctx.extras["model"]` (and, where the client samples in the
         2026-07-28 era, what `run_resumable` needs to pause the call)."""

@@ -288,9 +288,11 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _show_now(args: argparse.Namespace, skill: PipelineSkill) -> int:
-    from pipelines.describe import example_arguments, help_text
+    from pipelines._help_ai import with_overview
+    from pipelines.describe import example_arguments
 
     spec = skill.spec
+    overview = skill.overview()  # the model's, when one was written for this file (`serve` writes them)
     if args.json:
         print_json(
             _summary(skill, True)
@@ -299,13 +301,14 @@ def _show_now(args: argparse.Namespace, skill: PipelineSkill) -> int:
                 "output_schema": skill.output_schema,
                 "example_arguments": example_arguments(spec),
                 "warnings": [issue_dict(i) for i in skill.warnings],
-                "help": help_text(spec),
+                "help": with_overview(spec, overview),
+                "overview": overview,
             }
         )
         return EXIT_OK
     show_warnings(skill)
     target = skill.name if not _looks_like_file(args.target) else args.target
-    print(help_text(spec))
+    print(with_overview(spec, overview))
     print(f"\n## Command line\n{_command(target, example_arguments(spec))}")
     print(f"\nFile: {skill.file} ({skill.source})")
     return EXIT_OK
