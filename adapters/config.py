@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from skills import LoadProblem, Problem
+from skills._json import load_json
+from skills._yaml import read_bounded
 
 from ._names import sanitize
 from .errors import ServerConfigError
@@ -123,15 +125,17 @@ class ServerConfig:
 def load_servers_config(path: Path) -> tuple[list[ServerConfig], list[LoadProblem]]:
     """Read servers.json; a missing file means no servers. Bad entries are reported, the others kept."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path)
     except FileNotFoundError:
         return [], []
     except OSError as exc:
         return [], [_file_problem(path, f"cannot read {path}: {exc.strerror or exc}", "check the file's permissions")]
+    except UnicodeDecodeError as exc:
+        return [], [_file_problem(path, f"not UTF-8 text: {exc.reason}", "save servers.json as UTF-8")]
     if not text.strip():
         return [], []
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         return [], [
             _file_problem(

@@ -200,6 +200,20 @@ def db_bytes(path: Path) -> int:
     return int(stored[0] + writes[0])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss(pid: int) -> int:
+    """Resident bytes of a live process (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
 def load_note(start: float) -> str:
     """The machine's load around the run: the ratios drift when other processes share the cores."""
     end = os.getloadavg()[0]

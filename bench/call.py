@@ -102,14 +102,13 @@ async def overhead_steps(subject: OrchestratorServer) -> list[tuple[str, float]]
     import anyio.to_thread
 
     from mcp_server._results import to_result
-    from skills._python import load_entry
+    from skills._python import is_async_entry, run_python
     from skills._schema import check_arguments, check_output
 
     skill = subject.catalog.get("bench-add")
     schema, out_schema = skill.input_schema, skill.output_schema or {}
     value = {"sum": 5}
     ctx = subject.skill_context(skill, None)
-    entry = load_entry(skill.root, "impl:add", skill.name)
 
     async def deadline() -> None:
         with anyio.fail_after(60):
@@ -122,14 +121,17 @@ async def overhead_steps(subject: OrchestratorServer) -> list[tuple[str, float]]
         ("catalog.find(name)", lambda: subject.catalog.find("bench-add")),
         ("check_arguments (jsonschema iter_errors)", lambda: check_arguments(skill.name, schema, ARGS)),
         ("skill_context (uuid4, runs_dir / id, SkillContext)", lambda: subject.skill_context(skill, None)),
-        ("load_entry (Path build + stat, cache hit)", lambda: load_entry(skill.root, "impl:add", skill.name)),
+        ("is_async_entry (stat, cache hit)", lambda: is_async_entry(skill.root, "impl:add")),
         ("check_output (jsonschema, inside to_result)", lambda: check_output(skill.name, out_schema, value)),
         ("to_result (check_output + json.dumps + CallToolResult)", lambda: to_result(skill, value)),
     ]
     async_steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [
         ("anyio.fail_after(timeout) enter + exit", deadline),
         ("anyio.to_thread.run_sync (the bare tool pays it too)", in_thread),
-        ("PythonEntry.call (to_thread + the skill's work)", lambda: entry.call(ARGS, ctx)),
+        (
+            "run_python (worker process round trip + the skill's work)",
+            lambda: run_python(skill.root, "impl:add", skill.name, ARGS, ctx, 30),
+        ),
     ]
     out = []
     for label, fn in sync_steps:

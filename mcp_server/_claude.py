@@ -90,9 +90,11 @@ def merge_entry(path: Path, entry: dict[str, Any], key: str = SERVER_KEY) -> tup
     config: dict[str, Any] = {}
     existed = path.exists()
     if existed:
+        from skills._json import load_json  # bounded: a deeply nested file is reported, not a crash
+
         text = path.read_text(encoding="utf-8")
         try:
-            loaded = json.loads(text) if text.strip() else {}
+            loaded = load_json(text) if text.strip() else {}
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); left unchanged",

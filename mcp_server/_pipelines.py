@@ -88,7 +88,7 @@ async def _checked(
     from pipelines._missing import check_creating, creation_summary
 
     if not args.get("create_missing"):
-        spec, issues = service.check(text, file)
+        spec, issues = await service.check_off_loop(text, file)
         return spec, issues, {}
     spec, issues, created = await check_creating(service, text, file, ctx)
     return spec, issues, {"created_skills": [creation_summary(c) for c in created]}

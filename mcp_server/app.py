@@ -123,13 +123,19 @@ class OrchestratorServer(MCPServer):
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
+        self.list_changed_to_handshake_clients = True
+        """False over stateless HTTP: no stream outlives a request there, so a handshake-era client
+        can never be sent list_changed and initialize must not promise it. (2026-07-28 clients
+        are told through `subscriptions/listen`, which the SDK advertises by itself.)"""
         low = self._lowlevel_server
         # Handshake-era clients only learn that tools/list can change when initialize says so;
         # the HTTP session manager asks `create_initialization_options()` with no arguments.
         create = low.create_initialization_options
         changes = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
         low.create_initialization_options = (  # type: ignore[method-assign]
-            lambda notification_options=None, *a, **k: create(notification_options or changes, *a, **k)
+            lambda notification_options=None, *a, **k: create(
+                notification_options or (changes if self.list_changed_to_handshake_clients else None), *a, **k
+            )
         )
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
         self.access.install(low)
@@ -398,7 +404,18 @@ class OrchestratorServer(MCPServer):
 
     # -- change notifications ----------------------------------------------------------------
     async def _on_initialized(self, ctx: Any, params: Any) -> None:
-        self._legacy_sessions.append(ctx.session)
+        session = ctx.session
+        self._legacy_sessions.append(session)
+
+        def forget() -> None:
+            if session in self._legacy_sessions:
+                self._legacy_sessions.remove(session)
+
+        # Forget the session when its connection ends (client gone, HTTP session reaped or
+        # evicted, each stateless request): kept here, it would hold the connection's memory.
+        connection = getattr(session, "_connection", None)  # the SDK offers no public accessor
+        if connection is not None:
+            connection.exit_stack.callback(forget)
 
     async def _on_catalog_change(self, catalog: Catalog) -> None:
         self._tool_cache = None
@@ -698,10 +715,11 @@ def _lists_servers(path: Path) -> bool:
     """Whether a servers file names any server (the default `{"mcpServers": {}}` does not), so
     that a home without upstreams never imports the adapter at start-up. A file that is not
     valid JSON counts: the adapter reports it."""
-    import json
+    from skills._json import load_json
+    from skills._yaml import read_bounded
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(read_bounded(path))
+    except (OSError, ValueError):  # JSONDecodeError (also for too deep / too long), UnicodeDecodeError
         return True
     return not (isinstance(data, dict) and data.get("mcpServers") == {} and len(data) == 1)

@@ -1,19 +1,37 @@
-"""Transports: stdio (default) and streamable HTTP on loopback.
+"""Transports: stdio (default) and streamable HTTP.
 
-HTTP binds to 127.0.0.1 by default with DNS-rebinding protection on (the SDK enables it for
-loopback hosts); an optional bearer token, compared in constant time, guards every request.
+HTTP keeps DNS-rebinding protection on wherever it binds: a request is served only when its
+Host header names this server (the loopback names, the bound address, and every
+`--allowed-host`), and a browser Origin only when it is one of those; the SDK answers others
+with 421 / 403. The SDK turns that protection off for any bind address other than loopback, so
+the settings are always passed explicitly here. Stateful sessions are bounded (idle timeout,
+total, per client: see `_sessions`); an optional bearer token, compared in constant time,
+guards every request before any session exists.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .app import OrchestratorServer
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
 
-__all__ = ["BearerTokenMiddleware", "http_app", "serve_http", "serve_stdio"]
+    from .app import OrchestratorServer
+
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "BearerTokenMiddleware",
+    "SessionLimits",
+    "accepted_hosts",
+    "exposure_warning",
+    "http_app",
+    "is_loopback",
+    "serve_http",
+    "serve_stdio",
+    "transport_security",
+]
 
 log = logging.getLogger("mcp_server.transports")
 
@@ -22,18 +40,44 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""Host names always accepted: only a process on this machine can send them."""
+
+
+class SessionLimits(NamedTuple):
+    """Bounds on stateful HTTP sessions (stateless HTTP keeps none).
+
+    A NamedTuple, not a dataclass: the CLI reads its defaults at load time, where every
+    command pays for each import.
+    """
+
+    idle_timeout: float = 600.0
+    """Seconds a session may go without a request in flight before it is closed. A connected SDK
+    client keeps a GET stream open, so only abandoned sessions reach it."""
+    max_sessions: int = 1000
+    """Open sessions in all; when full, the oldest idle session of the heaviest client makes room."""
+    per_client: int = 250
+    """Open sessions of one peer address (an IPv6 /64); its own oldest idle one makes room."""
+
 
 class BearerTokenMiddleware:
-    """Reject every HTTP request that lacks `Authorization: Bearer <token>`."""
+    """Reject every HTTP request that lacks `Authorization: Bearer <token>`.
+
+    It stands in front of the session manager, so a request without the token never creates
+    (or costs) a session.
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
+        import hmac
+
+        self._compare = hmac.compare_digest
         self.app = app
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            if not self._compare(given, self._expected):
                 body = b'{"error": "unauthorized", "hint": "send Authorization: Bearer <ORCHESTRATOR_TOKEN>"}'
                 await send(
                     {
@@ -52,14 +96,117 @@ async def serve_stdio(server: OrchestratorServer) -> None:
     await server.run_stdio_async()
 
 
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server reachable from this machine only."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_wildcard(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def _as_host_name(host: str) -> str:
+    """A bind address as it appears in a Host header (IPv6 in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def accepted_hosts(bind: str, allowed_hosts: Sequence[str] = ()) -> list[str]:
+    """The Host names served: loopback, the bound address itself (not a wildcard), and `allowed_hosts`.
+
+    A literal address is safe to accept: DNS rebinding needs a name the attacker controls.
+    """
+    names = list(LOOPBACK_HOSTS)
+    if not is_loopback(bind) and not _is_wildcard(bind):
+        names.append(_as_host_name(bind).lower())
+    names += [name for name in allowed_hosts if name not in names]
+    return names
+
+
+def transport_security(bind: str, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
+    """DNS-rebinding protection for `accepted_hosts`, on any port unless a name carries its own."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts: list[str] = []
+    for name in accepted_hosts(bind, allowed_hosts):
+        with_port = name.rsplit("]", 1)[-1] if name.startswith("[") else name
+        hosts += [name] if ":" in with_port else [name, f"{name}:*"]
+    origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
 def http_app(
-    server: OrchestratorServer, *, host: str = "127.0.0.1", stateless: bool = False, auth_token: str | None = None
+    server: OrchestratorServer,
+    *,
+    host: str = "127.0.0.1",
+    stateless: bool = False,
+    auth_token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
+    limits: SessionLimits | None = None,
 ) -> ASGIApp:
     """The ASGI app serving `/mcp` (stateful sessions unless `stateless`)."""
-    app: ASGIApp = server.streamable_http_app(stateless_http=stateless, host=host)
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from ._sessions import FairSessionManager
+
+    limits = limits or SessionLimits()
+    security = transport_security(host, allowed_hosts)
+    low = server._lowlevel_server
+    manager: StreamableHTTPSessionManager
+    if stateless:
+        # No stream outlives a request: handshake-era clients can never be told of changes.
+        server.list_changed_to_handshake_clients = False
+        manager = StreamableHTTPSessionManager(low, stateless=True, security_settings=security)
+    else:
+        manager = FairSessionManager(
+            low,
+            per_client=limits.per_client,
+            security_settings=security,
+            session_idle_timeout=limits.idle_timeout,
+            max_sessions=limits.max_sessions,
+        )
+    app: ASGIApp = Starlette(
+        routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run()
+    )
     if auth_token:
         app = BearerTokenMiddleware(app, auth_token)
     return app
+
+
+def exposure_warning(
+    host: str, port: int, *, auth_token: str | None, allowed_hosts: Sequence[str], stateless: bool
+) -> str | None:
+    """What to tell the operator when `host` is reachable beyond this machine (None on loopback)."""
+    if is_loopback(host):
+        return None
+    lines = [
+        f"serving beyond loopback on {_as_host_name(host)}:{port}: any machine that can reach this port can connect.",
+        f"Accepted Host names (others get 421): {', '.join(accepted_hosts(host, allowed_hosts))}.",
+    ]
+    if _is_wildcard(host) and not allowed_hosts:
+        lines.append(
+            "No --allowed-host given: clients on other machines are refused until you name the host "
+            "they connect to, e.g. --allowed-host mcp.example.com."
+        )
+    if not auth_token:
+        lines.append("No --auth-token: anyone who can connect can call every tool.")
+    lines.append("Put a TLS-terminating proxy in front: over plain HTTP the token and every call travel in clear text.")
+    if not stateless:
+        lines.append("Sessions are limited per client address; behind a proxy, let it send X-Forwarded-For.")
+    return "\n    ".join(lines)
 
 
 async def serve_http(
@@ -69,18 +216,29 @@ async def serve_http(
     port: int = 8000,
     stateless: bool = False,
     auth_token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
+    limits: SessionLimits | None = None,
     ready: Callable[[int], None] | None = None,
 ) -> None:
     """Serve streamable HTTP at http://host:port/mcp until cancelled."""
     import uvicorn
 
-    if host not in ("127.0.0.1", "localhost", "::1") and not auth_token:
-        log.warning("serving on %s without --auth-token: anyone who can reach it can call every tool", host)
-    app = http_app(server, host=host, stateless=stateless, auth_token=auth_token)
+    app = http_app(
+        server, host=host, stateless=stateless, auth_token=auth_token, allowed_hosts=allowed_hosts, limits=limits
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
+
+    def announce(bound: int) -> None:
+        warning = exposure_warning(host, bound, auth_token=auth_token, allowed_hosts=allowed_hosts, stateless=stateless)
+        if warning:
+            log.warning(warning)
+        if ready is not None:
+            ready(bound)
+
     async with server.running():
         if ready is None:
+            announce(port)
             await userver.serve()
             return
         import anyio
@@ -100,4 +258,4 @@ async def serve_http(
                     raise OSError(f"the HTTP server on {host}:{port} stopped before it started")
                 await anyio.sleep(0.01)
             sockets = [s for srv in userver.servers for s in srv.sockets]
-            ready(sockets[0].getsockname()[1] if sockets else port)
+            announce(sockets[0].getsockname()[1] if sockets else port)

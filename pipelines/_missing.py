@@ -52,13 +52,13 @@ async def check_creating(
     Raises:
         NoModelProviderError: skills are missing and no model can be asked.
     """
-    spec, issues = service.check(text, file)
+    spec, issues = await service.check_off_loop(text, file)
     if spec is None or not missing_names(issues):
         return spec, issues, []
     purpose = spec.description.strip() or spec.name or spec.id
     created = await create_missing_skills(service, issues, ctx, spec=spec, request=purpose, limit=limit)
     if any(c.created for c in created):
-        spec, issues = service.check(text, file)
+        spec, issues = await service.check_off_loop(text, file)
     return spec, issues, created
 
 

@@ -551,5 +551,21 @@ def _check_concat(left: Any, right: Any) -> None:
             raise too_large("the sum")
 
 
+class TemplateEnvironment(PipelineEnvironment):
+    """The pipeline sandbox for whole documents a client sends (markdown-report's `template`).
+
+    Same allow-list, size limits and deadline (`expressions.render_template` applies them);
+    blocks on lines of their own leave no indentation; `extra_filters` and `extra_tests` add the
+    document's own helpers; `list_files` is not offered (a report renders the data it is given).
+    """
+
+    def __init__(self, extra_filters: Mapping[str, Callable[..., Any]], extra_tests: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.lstrip_blocks = True
+        self.globals.pop("list_files", None)
+        self.filters.update(extra_filters)
+        self.tests.update(extra_tests)
+
+
 ENVIRONMENT = PipelineEnvironment()
 GLOBALS: Mapping[str, Any] = ENVIRONMENT.globals

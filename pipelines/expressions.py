@@ -57,7 +57,7 @@ from jinja2.runtime import Context
 from jinja2.utils import missing
 
 from . import _sandbox
-from ._sandbox import ENVIRONMENT, GLOBALS, HELPERS, UndefinedUse
+from ._sandbox import ENVIRONMENT, GLOBALS, HELPERS, PipelineEnvironment, UndefinedUse
 from .errors import ExpressionError
 
 __all__ = [
@@ -67,6 +67,7 @@ __all__ = [
     "names_read",
     "referenced_names",
     "render",
+    "render_template",
     "render_text",
     "syntax_error",
     "truthy",
@@ -309,7 +310,7 @@ def _unguarded(ast: nodes.Template, names: set[str]) -> set[str]:
     return {n.name for n in ast.find_all(nodes.Name) if n.ctx == "load" and id(n) not in guarded} & names
 
 
-def _check(ast: nodes.Template) -> None:
+def _check(ast: nodes.Template, environment: PipelineEnvironment = ENVIRONMENT) -> None:
     """Refuse what the sandbox never allows, before anything runs: the verifier sees it too."""
     for node in ast.find_all(nodes.Node):
         if type(node) in _NOT_ALLOWED:
@@ -324,11 +325,11 @@ def _check(ast: nodes.Template) -> None:
             if isinstance(node.arg.value, str) and node.arg.value.startswith("__"):
                 raise _sandbox.forbidden(f"access to '{node.arg.value}'", hint="names starting with '_' are internal")
         if isinstance(node, nodes.Filter | nodes.Test):
-            _check_name(node.name, "filter" if isinstance(node, nodes.Filter) else "test")
+            _check_name(node.name, "filter" if isinstance(node, nodes.Filter) else "test", environment)
 
 
-def _check_name(name: str, kind: str) -> None:
-    known = ENVIRONMENT.filters if kind == "filter" else ENVIRONMENT.tests
+def _check_name(name: str, kind: str, environment: PipelineEnvironment = ENVIRONMENT) -> None:
+    known = environment.filters if kind == "filter" else environment.tests
     if name not in known or name.startswith("_"):
         public = [n for n in known if not n.startswith("_")]
         raise ExpressionError(
@@ -336,18 +337,18 @@ def _check_name(name: str, kind: str) -> None:
         )
 
 
-def _rewrite(ast: nodes.Template) -> None:
+def _rewrite(ast: nodes.Template, environment: PipelineEnvironment = ENVIRONMENT) -> None:
     """Route every loop and every `~` through the sandbox's bounded versions."""
     for node in list(ast.find_all((nodes.For, nodes.Concat))):
         if isinstance(node, nodes.For):
-            node.iter = _filter(node.iter, _sandbox.ITER_FILTER)
+            node.iter = _filter(node.iter, _sandbox.ITER_FILTER, environment)
         else:
-            node.nodes = [_filter(part, _sandbox.TEXT_FILTER) for part in node.nodes]
+            node.nodes = [_filter(part, _sandbox.TEXT_FILTER, environment) for part in node.nodes]
 
 
-def _filter(node: nodes.Expr, name: str) -> nodes.Filter:
+def _filter(node: nodes.Expr, name: str, environment: PipelineEnvironment = ENVIRONMENT) -> nodes.Filter:
     wrapped = nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
-    wrapped.set_environment(ENVIRONMENT)
+    wrapped.set_environment(environment)
     return wrapped
 
 
@@ -407,6 +408,37 @@ def _execute(program: _Program, scope: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"{_quote(program.source)} is nested too deeply", expression=program.source) from None
     except _RUNTIME_ERRORS as exc:
         raise _explain_failure(exc, program, scope) from exc
+    finally:
+        _sandbox.stop_clock(token)
+
+
+def render_template(source: str, scope: Mapping[str, Any], environment: PipelineEnvironment) -> str:
+    """Render a whole document that a client sent (a report template) under the same limits.
+
+    The checks, the bounded loops and `~`, the deadline and the output cap of pipeline
+    expressions, with `environment`'s own filters; the result is always text.
+    """
+    token = _sandbox.start_clock()
+    try:
+        try:
+            ast = environment.parse(source)
+        except TemplateSyntaxError as exc:
+            message = f"syntax error at line {exc.lineno}: {exc.message}"
+            raise ExpressionError(message, hint=_SYNTAX_HINT, expression=source, line=exc.lineno) from None
+        _check(ast, environment)
+        _rewrite(ast, environment)
+        template = environment.from_string(ast)
+        context = Context(environment, {**environment.globals, **scope}, None, {})
+        return _join(template.root_render_func(context))
+    except UndefinedUse as exc:
+        raise _explain_undefined(exc, source, scope) from None
+    except ExpressionError:
+        raise
+    except (RecursionError, MemoryError):
+        raise ExpressionError("the template is nested too deeply or builds too much", expression=source) from None
+    except _RUNTIME_ERRORS as exc:
+        detail = exc.message if isinstance(exc, TemplateError) and exc.message else str(exc)
+        raise ExpressionError(f"cannot render the template: {detail}", expression=source) from None
     finally:
         _sandbox.stop_clock(token)
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from skills._yaml import read_bounded
+
 from ._yamlmap import Path_, SourceMap, load_with_positions
 from .errors import Issue, VerificationError
 from .limits import RunLimits
@@ -28,7 +30,7 @@ _MODELS_BY_KEY: dict[str, type[BaseModel]] = {
 def load_spec_file(path: Path) -> tuple[PipelineSpec, SourceMap]:
     """Read and parse a pipeline file (see `load_spec`)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
         issue = Issue(str(path), 1, 1, f"cannot read the pipeline file: {exc}", "check the path and that it is UTF-8")
         raise VerificationError(f"cannot read {path}", issues=[issue]) from None

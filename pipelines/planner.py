@@ -217,7 +217,7 @@ class _Planner:
         """Ask for the YAML and send the verifier's errors back until it compiles (bounded)."""
         text = await self._write()
         while True:
-            spec, issues = self.service.check(text, "<plan_and_run>")
+            spec, issues = await self.service.check_off_loop(text, "<plan_and_run>")
             errors = [i for i in issues if i.severity == "error"]
             if spec is not None and not errors:
                 self.issues = []
@@ -313,7 +313,7 @@ async def _register(
         text, count = _ID_LINE.subn(f"id: {json.dumps(register_as)}", text, count=1)
         if not count:
             return {"registered": False, "register_error": "the pipeline has no top-level `id:` line to rename"}
-    spec, issues = service.check(text, "<plan_and_run>")
+    spec, issues = await service.check_off_loop(text, "<plan_and_run>")
     taken = spec is not None and (service.home.pipelines_dir / f"{spec.id}.yaml").exists() and not overwrite
     if spec is not None and not taken and not any(i.severity == "error" for i in issues):  # published with it
         await improved_help(spec, text_hash(text), ctx, cache_dir=service.home.cache_dir, source=text)

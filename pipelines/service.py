@@ -299,9 +299,14 @@ class PipelineService:
             text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
         )
 
+    async def check_off_loop(self, text: str, file: str = "<pipeline>") -> tuple[PipelineSpec | None, list[Issue]]:
+        """`check` in a worker thread: a client's pipeline of a megabyte takes seconds to verify,
+        and every other client of the server must be answered meanwhile."""
+        return await anyio.to_thread.run_sync(self.check, text, file)
+
     async def register(self, text: str, *, overwrite: bool = False) -> PipelineSkill:
         """Validate, save into the home's pipelines/, and publish at once."""
-        spec, issues = self.check(text, "<register_pipeline>")
+        spec, issues = await self.check_off_loop(text, "<register_pipeline>")
         errors = [i for i in issues if i.severity == "error"]
         if spec is None or errors:
             raise VerificationError(f"{len(errors)} problem(s) in the pipeline", issues=issues)

@@ -10,13 +10,13 @@ match, extra keys in the result are fine; numbers compare with a small tolerance
 from __future__ import annotations
 
 import math
-import re
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._regex import PatternError, compile_pattern
 from ._schema import check_arguments, check_output
 from ._script import run_script
 from .base import LogFn
@@ -210,8 +210,9 @@ def _apply(check: Check, result: Any) -> list[str]:
         out.append(f"{where}: expected length {check.length}, got {_show(value)}")
     if check.matches is not None:
         try:
-            found = re.search(check.matches, value if isinstance(value, str) else str(value))
-        except re.error as exc:
+            # RE2: the pattern comes from a model (or a client), so it must not backtrack
+            found = compile_pattern(check.matches).search(value if isinstance(value, str) else str(value))
+        except PatternError as exc:
             out.append(f"{where}: the check's pattern /{check.matches}/ is not a regular expression: {exc}")
         else:
             if not found:

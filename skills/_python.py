@@ -1,4 +1,12 @@
-"""The `python` executor: a function in a module inside the skill folder, run in-process.
+"""The `python` executor: a function in a module inside the skill folder.
+
+Where it runs depends on the function:
+- `def f(...)` (synchronous) runs in a worker process of `skills._pool`: a runaway one is killed
+  at its timeout (pure-Python loop or C call alike), and `sys.exit()`, `os._exit()` or a crash
+  ends that worker, not the server. Its `ctx` carries the skill, run id, artifact directory,
+  limits and the plain-data `extras`; progress and log messages travel back to the caller.
+- `async def f(...)` runs in-process on the server's event loop, with the full `ctx` (model
+  access, sampling). It is trusted code: it is stopped at its timeout only when it awaits.
 
 Modules are loaded by file path under a private name and cached by modification time, so an
 edited implementation is picked up on the next call without restarting the server.
@@ -10,6 +18,10 @@ import functools
 import hashlib
 import importlib.util
 import inspect
+import logging
+import os
+import pickle
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,10 +30,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from . import errors
+from ._worker import SKILL_MODULE_PREFIX
 from .base import SkillContext
-from .errors import SkillRunError
+from .errors import SkillRunError, SkillsError, SkillTimeoutError
 
-__all__ = ["PythonEntry", "load_entry"]
+log = logging.getLogger("skills.loader")
+
+__all__ = ["PythonEntry", "is_async_entry", "load_entry", "run_python"]
 
 _cache: dict[Path, tuple[float, Any, dict[str, PythonEntry]]] = {}
 
@@ -53,6 +69,11 @@ def _module_path(root: Path, module: str) -> Path:
     return root.joinpath(*module.split(".")).with_suffix(".py")
 
 
+def module_file(root: Path, target: str) -> Path:
+    """The file of `module:function` inside the skill folder `root`."""
+    return _module_path(root, target.partition(":")[0])
+
+
 def load_entry(root: Path, target: str, skill: str) -> PythonEntry:
     """Import `module:function` from the skill folder `root` (cached until the file changes)."""
     module, _, func = target.partition(":")
@@ -72,7 +93,7 @@ def load_entry(root: Path, target: str, skill: str) -> PythonEntry:
             return entry
     else:
         digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-        name = f"_orchestrator_skill_{digest}"
+        name = f"{SKILL_MODULE_PREFIX}{digest}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise SkillRunError(f"skill '{skill}': cannot import {path.name}")
@@ -86,7 +107,7 @@ def load_entry(root: Path, target: str, skill: str) -> PythonEntry:
                 f"skill '{skill}': {path.name} line {exc.lineno}: {exc.msg}",
                 hint="fix the syntax error in the implementation",
             ) from None
-        except Exception as exc:  # importing user code: any failure is the skill's, reported cleanly
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # user code: any failure is the skill's
             sys.modules.pop(name, None)
             raise SkillRunError(
                 f"skill '{skill}': importing {path.name} failed: {type(exc).__name__}: {exc}",
@@ -102,3 +123,133 @@ def load_entry(root: Path, target: str, skill: str) -> PythonEntry:
         )
     entry = entries[func] = PythonEntry(fn)
     return entry
+
+
+_async_cache: dict[tuple[Path, str], tuple[str, float, bool]] = {}
+
+
+def is_async_entry(root: Path, target: str) -> bool:
+    """Whether `module:function` is an `async def`, read from the source without importing it.
+
+    The server must not import a synchronous skill's module: its top-level code belongs in the
+    worker. A function the text does not show as `async def` is taken as synchronous; if it
+    turns out to be async, the worker runs it in an event loop of its own.
+    """
+    cached = _async_cache.get((root, target))
+    if cached is not None:
+        try:
+            if os.stat(cached[0]).st_mtime == cached[1]:
+                return cached[2]
+        except OSError:
+            return False  # the worker reports the missing file
+    func = target.partition(":")[2]
+    path = module_file(root, target)
+    try:
+        mtime = path.stat().st_mtime
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False  # the worker reports the missing or unreadable file
+    found = re.search(rf"^async[ \t]+def[ \t]+{re.escape(func)}[ \t]*\(", text, re.MULTILINE) is not None
+    _async_cache[(root, target)] = (str(path), mtime, found)
+    return found
+
+
+async def run_python(
+    root: Path, target: str, skill: str, arguments: dict[str, Any], ctx: SkillContext, timeout: float
+) -> Any:
+    """Call a python skill where it belongs (see the module doc); every failure is a `SkillRunError`."""
+    if is_async_entry(root, target):
+        return await _run_in_process(root, target, skill, arguments, ctx, timeout)
+    from ._pool import WorkerDied, call_in_worker
+
+    request = {
+        "root": str(root),
+        "target": target,
+        "skill": skill,
+        "arguments": arguments,
+        "ctx": {
+            "skill": ctx.skill,
+            "run_id": ctx.run_id,
+            "artifact_dir": str(ctx.artifact_dir) if ctx.artifact_dir is not None else None,
+            "limits": {k: v for k, v in ctx.limits.items() if _plain(v)},
+            "extras": {k: v for k, v in ctx.extras.items() if _plain(v)},
+        },
+        "cwd": os.getcwd(),
+    }
+    try:
+        reply = await call_in_worker(request, ctx, timeout)
+    except TimeoutError:
+        raise SkillTimeoutError(
+            f"'{skill}' did not finish within {timeout:g}s and was stopped (its worker process was killed)",
+            hint="raise `timeout:` in skill.yaml or give the skill less work",
+        ) from None
+    except WorkerDied as exc:
+        raise SkillRunError(
+            f"'{skill}' ended its worker process: {exc}",
+            hint="the skill called os._exit() or crashed (a C extension, the memory limit); see the server log",
+        ) from None
+    if reply[0] == "result":
+        if reply[2] is not None and ctx.artifact_dir is None:
+            ctx.artifact_dir = Path(reply[2])
+        return reply[1]
+    failure = reply[1]
+    if failure["trace"]:  # logged here, by the server's logging (the CLI keeps it quiet), never sent to the client
+        log.error("skill %s raised:\n%s", skill, failure["trace"].rstrip())
+    raise _rebuilt(skill, failure)
+
+
+def _rebuilt(skill: str, failure: dict[str, Any]) -> SkillsError:
+    """The worker's error as the class it was raised as (its envelope type), else a skill failure."""
+    if failure.get("exception"):
+        try:  # a SkillsError of any module (skills.roots ...), with its message, hint and fields
+            raised = pickle.loads(failure["exception"])
+        except (pickle.UnpicklingError, ImportError, AttributeError, TypeError, ValueError):
+            raised = None  # a class whose constructor wants more than the message: rebuilt below
+        if isinstance(raised, SkillsError):
+            if failure["where"] and not raised.__dict__.get("where"):
+                raised.where = failure["where"]
+            return raised
+    error = getattr(errors, failure["kind"], None)
+    message, hint, where = failure["message"], failure["hint"], failure["where"]
+    if isinstance(error, type) and issubclass(error, SkillRunError):
+        return error(message, hint=hint, where=where)
+    if error is errors.LimitExceededError:
+        return errors.LimitExceededError(message, limit=failure["limit"] or "", hint=hint, where=where)
+    return SkillRunError(f"'{skill}' failed: {message}", hint=hint, where=where)
+
+
+async def _run_in_process(
+    root: Path, target: str, skill: str, arguments: dict[str, Any], ctx: SkillContext, timeout: float
+) -> Any:
+    entry = load_entry(root, target, skill)
+    try:
+        with anyio.fail_after(timeout):
+            return await entry.call(arguments, ctx)
+    except TimeoutError:
+        raise SkillTimeoutError(
+            f"'{skill}' did not finish within {timeout:g}s and was stopped",
+            hint="raise `timeout:` in skill.yaml or give the skill less work",
+        ) from None
+    except SkillsError:
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # the skill's own bug: logged, reported cleanly
+        log.error("skill %s raised", skill, exc_info=exc)
+        raise SkillRunError(
+            f"'{skill}' failed: {type(exc).__name__}: {exc}", hint="see the server log for the traceback"
+        ) from exc  # the envelope's `where` is read from the cause's traceback
+
+
+_PLAIN = (str, int, float, bool, type(None), Path)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Data a worker can receive as it is (no objects of the server: model access, the Catalog)."""
+    if isinstance(value, _PLAIN):
+        return True
+    if depth > 8:
+        return False
+    if isinstance(value, list | tuple):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False

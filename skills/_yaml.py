@@ -1,24 +1,190 @@
-"""YAML reading with the C loader when present (10x faster: 1,000 skills load at start-up)."""
+"""The one YAML reader of the server: libyaml's C speed, with bounds that any text must respect.
+
+Every YAML file the server reads (SKILL.md front matter, skill.yaml, pipelines from files and
+from clients, registries) goes through here, because libyaml's C composer recurses once per
+nesting level: `[[[[...` 50,000 deep overflows the C stack and the whole process dies with
+SIGSEGV, which no `except` can catch. A billion-laughs document (aliases of aliases) is 600
+bytes that expand to a billion nodes for anything that walks the data.
+
+So, before composing, a text that *could* break a bound is scanned on libyaml's event stream,
+which is produced without recursion: nesting depth, number of nodes with every alias counted
+as the nodes it stands for, aliases inside their own anchor (recursive data). Most files
+cannot break a bound at all (fewer indicator characters than the depth limit, no anchor,
+small) and skip the scan, so 1,000 skills still load at the C loader's speed.
+
+A violated bound raises `YAMLLimitError`, a `yaml.MarkedYAMLError`: every call site already
+reports YAML errors with their line and column, and reports these the same way.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError
 
 try:
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
+    _Base: type[yaml.SafeLoader] = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
 
-__all__ = ["YAMLError", "describe_yaml_error", "load_yaml", "mark_of"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_TEXT",
+    "YAMLError",
+    "YAMLLimitError",
+    "compose_yaml",
+    "describe_yaml_error",
+    "load_yaml",
+    "mark_of",
+    "read_bounded",
+]
+
+MAX_TEXT = 1_048_576
+"""Most characters in one YAML document (a hand-written pipeline is rarely above 20,000)."""
+MAX_DEPTH = 100
+"""Deepest nesting of mappings and sequences (a pipeline of 30 nested loops is about 70)."""
+MAX_NODES = 200_000
+"""Most values in one document, each alias counted as every value it repeats."""
+
+_INDICATORS = "[{-:?"
+"""Characters of which every mapping or sequence needs at least one: fewer than MAX_DEPTH of
+them, and the document cannot nest deeper than MAX_DEPTH."""
 
 YAMLError = yaml.YAMLError
 
 
+class YAMLLimitError(yaml.MarkedYAMLError):
+    """A document beyond one of the bounds above; says which, where, and how to fix it."""
+
+    def __init__(self, problem: str, mark: yaml.Mark | None = None) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]
+    """The C loader whose scalar conversions report a bad value with its position.
+
+    PyYAML's constructors raise a bare `ValueError` for a 5,000-digit integer (Python's
+    int-from-text limit) or a date such as 2001-13-45; here that is a YAML error at the value.
+    Only those two constructors are wrapped: every other value costs what it cost before.
+    """
+
+
+def _positioned(construct: Any) -> Any:
+    def wrapped(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        try:
+            return construct(loader, node)
+        except (ValueError, OverflowError) as exc:
+            raise ConstructorError(None, None, f"cannot read this value: {exc}", node.start_mark) from None
+
+    return wrapped
+
+
+for _tag, _construct in (
+    ("tag:yaml.org,2002:int", yaml.SafeLoader.construct_yaml_int),
+    ("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_timestamp),
+):
+    _Loader.add_constructor(_tag, _positioned(_construct))
+
+
+def read_bounded(path: Path) -> str:
+    """A text file's content, at most one character past `MAX_TEXT` (the reader then refuses it).
+
+    A multi-gigabyte file dropped where the server reads YAML or JSON is not read into memory.
+    """
+    with path.open(encoding="utf-8") as fh:
+        return fh.read(MAX_TEXT + 1)
+
+
 def load_yaml(text: str) -> Any:
-    """Parse YAML safely (no tags that build Python objects)."""
-    return yaml.load(text, Loader=_Loader)
+    """Parse YAML safely (no tags that build Python objects) within the bounds above."""
+    return compose_yaml(text)[1]
+
+
+def compose_yaml(text: str) -> tuple[yaml.Node | None, Any]:
+    """The node graph (values with their positions) and the plain data of one YAML document."""
+    check_bounds(text)
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def check_bounds(text: str) -> None:
+    """Raise `YAMLLimitError` when `text` is too long, too deep, too big or recursive."""
+    if len(text) > MAX_TEXT:
+        raise YAMLLimitError(
+            f"the document has {len(text):,} characters, more than the {MAX_TEXT:,} the server reads; "
+            "split it or make it smaller"
+        )
+    if "&" in text or len(text) > 2 * MAX_NODES or sum(text.count(c) for c in _INDICATORS) >= MAX_DEPTH:
+        _scan(text)
+
+
+def _scan(text: str) -> None:
+    """Walk libyaml's event stream (no recursion) and enforce depth, expanded size and no cycles."""
+    parser = _Base(text)
+    # Per open collection: [anchor, nodes counted when it opened, height of its tallest child].
+    open_: list[list[Any]] = []
+    anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded nodes, height)
+    nodes = 0
+    try:
+        while True:
+            event = parser.get_event()
+            kind = type(event)
+            if kind is yaml.ScalarEvent or kind is yaml.AliasEvent:
+                size, height = 1, 1
+                if kind is yaml.AliasEvent:
+                    found = anchors.get(event.anchor)
+                    if found is None:
+                        if any(entry[0] == event.anchor for entry in open_):
+                            raise YAMLLimitError(
+                                f"the alias *{event.anchor} is inside its own anchor &{event.anchor}: "
+                                "the data would contain itself; repeat the values instead",
+                                event.start_mark,
+                            )
+                        continue  # an undefined alias: the composer reports it with its position
+                    size, height = found
+                elif event.anchor is not None:
+                    anchors[event.anchor] = (1, 1)
+                nodes += size
+                if open_:
+                    open_[-1][2] = max(open_[-1][2], height)
+                    if len(open_) + height > MAX_DEPTH:
+                        raise _too_deep(event.start_mark)
+            elif kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+                nodes += 1
+                open_.append([event.anchor, nodes, 0])
+                if len(open_) > MAX_DEPTH:
+                    raise _too_deep(event.start_mark)
+            elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+                anchor, start, tallest = open_.pop()
+                height = tallest + 1
+                if anchor is not None:
+                    anchors[anchor] = (nodes - start + 1, height)
+                if open_:
+                    open_[-1][2] = max(open_[-1][2], height)
+            elif kind is yaml.StreamEndEvent:
+                return
+            if nodes > MAX_NODES:
+                raise YAMLLimitError(
+                    f"the document holds more than {MAX_NODES:,} values (aliases counted as what they repeat); "
+                    "make it smaller or use fewer aliases",
+                    event.start_mark,
+                )
+    finally:
+        parser.dispose()
+
+
+def _too_deep(mark: yaml.Mark) -> YAMLLimitError:
+    return YAMLLimitError(
+        f"nested more than {MAX_DEPTH} levels deep (counting what aliases repeat); flatten the structure", mark
+    )
 
 
 def mark_of(error: yaml.YAMLError) -> tuple[int, int] | None:

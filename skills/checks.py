@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._yaml import YAMLError, describe_yaml_error, load_yaml
+from ._yaml import MAX_TEXT, YAMLError, describe_yaml_error, load_yaml, read_bounded
 from .contract import KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
 from .errors import Problem
 
@@ -44,10 +44,14 @@ def read_front_matter(path: Path) -> tuple[str, int]:
         if fh.readline().strip() != "---":
             raise ValueError("SKILL.md must start with a '---' line opening the YAML front matter")
         lines: list[str] = []
+        size = 0
         for number, line in enumerate(fh, start=2):
             if line.rstrip("\r\n") == "---":
                 return "".join(lines), number + 1
             lines.append(line)
+            size += len(line)
+            if size > MAX_TEXT:
+                raise ValueError(f"the front matter is longer than {MAX_TEXT:,} characters: keep it short")
     raise ValueError("the front matter is never closed: add a '---' line after it")
 
 
@@ -155,7 +159,7 @@ def _check_contract(
 ) -> tuple[SkillContract | None, list[Problem]]:
     path = root / "skill.yaml"
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_bounded(path))
     except FileNotFoundError:
         return None, []
     except YAMLError as exc:

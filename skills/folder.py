@@ -17,7 +17,7 @@ import anyio
 from .base import SkillContext, SkillKind, SkillSource
 from .checks import check_folder, inside
 from .contract import FrontMatter, SkillContract
-from .errors import DefinitionError, Problem, SkillRunError, SkillsError, SkillTimeoutError
+from .errors import DefinitionError, Problem, SkillRunError
 
 __all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_folder", "folder_stamp", "load_folder"]
 
@@ -186,28 +186,12 @@ class FolderSkill:
             }
         run = contract.run
         if run.python:
-            from ._python import load_entry
+            from ._python import run_python
 
-            entry = load_entry(self._root, run.python, self.name)
             # Built-ins that start processes (run-tests, shell-command) confine them with the
-            # network their own skill.yaml allows.
+            # network their own skill.yaml allows (a plain value: it reaches a worker process too).
             ctx.limits = {**ctx.limits, "network": contract.network}
-            try:
-                with anyio.fail_after(contract.timeout):
-                    return await entry.call(arguments, ctx)
-            except TimeoutError:
-                raise SkillTimeoutError(
-                    f"'{self.name}' did not finish within {contract.timeout:g}s and was stopped",
-                    hint="raise `timeout:` in skill.yaml or give the skill less work",
-                ) from None
-            except SkillsError:
-                raise
-            except Exception as exc:  # the skill's own bug: logged in full here, reported cleanly
-                log.exception("skill %s raised", self.name)
-                raise SkillRunError(
-                    f"'{self.name}' failed: {type(exc).__name__}: {exc}",
-                    hint="see the server log for the traceback",
-                ) from exc
+            return await run_python(self._root, run.python, self.name, arguments, ctx, contract.timeout)
         if run.script:
             from ._script import run_script
 

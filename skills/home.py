@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._yaml import YAMLError, load_yaml
+from ._yaml import YAMLError, load_yaml, read_bounded
 from .base import Skill
 
 __all__ = ["BUILTIN_SKILLS_DIR", "DEFAULT_MODELS_FILE", "Home", "InstallReport"]
@@ -130,10 +130,10 @@ class Home:
     def read_registry(self) -> dict[str, dict[str, Any]]:
         """The `skills:` map of registry.yaml (empty when missing or unreadable, with a log line)."""
         try:
-            data = load_yaml(self.registry_file.read_text(encoding="utf-8")) or {}
+            data = load_yaml(read_bounded(self.registry_file)) or {}
         except FileNotFoundError:
             return {}
-        except YAMLError as exc:
+        except (YAMLError, UnicodeDecodeError) as exc:
             log.error("%s is not valid YAML, ignoring it: %s", self.registry_file, exc)
             return {}
         skills = data.get("skills") if isinstance(data, dict) else None

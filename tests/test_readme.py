@@ -66,7 +66,10 @@ def test_commands_name_the_program_one_way() -> None:
     bare = [
         line
         for line in README.splitlines()
-        if re.search(r"(^|[\s`(])orchestrator (serve|call|run|runs|skills|pipelines|servers|install|docs|doctor)\b", line)
+        if re.search(
+            r"(^|[\s`(])orchestrator (serve|call|run|runs|skills|pipelines|servers|install|docs|doctor)\b",
+            line,
+        )
         and "pipx install" not in line
         and "uvx --from" not in line
     ]

@@ -198,7 +198,9 @@ async def test_two_parallel_agents_are_stopped_together_by_the_runs_shared_budge
         data = data_of(await client.call_tool("parallel-agents", {}))
     assert registered["registered"]
     assert data["statuses"] == ["budget_exceeded", "budget_exceeded"]
-    assert all(t >= 60 for t in data["tokens"]) and 120 <= sum(data["tokens"]) <= 180  # no turn after the budget
+    # Each turn spends 60: the budget of 100 is spent after the second turn of either agent; no turn
+    # starts after that (one in flight may still end: at most three turns in all).
+    assert 120 <= sum(data["tokens"]) <= 180
     assert all("the run's shared budget (the run's agents have spent its 100 tokens)" in s for s in data["summaries"])
     assert stub.pending >= 1  # they would have gone on
 

@@ -6,19 +6,15 @@ starts it; clients are the SDK's own. Waits are on lines and events, bounded by 
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import subprocess
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from _http import MCP_HEADERS, ORCHESTRATOR, TIMEOUT, http_server, initialize
 from anyio.streams.text import TextReceiveStream
 from helpers import write_skill
 from mcp import Client, StdioServerParameters
@@ -28,8 +24,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import ToolListChangedNotification
 
-ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
-TIMEOUT = 60
 ECHO_CONTRACT = {
     "inputs": {
         "type": "object",
@@ -41,17 +35,7 @@ ECHO_CONTRACT = {
     "run": {"python": "impl:echo"},
 }
 ECHO_IMPL = "def echo(text):\n    return {'echo': text}\n"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
-MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+INITIALIZE = initialize()
 
 
 def _echo_skill(parent: Path, name: str) -> Path:
@@ -126,60 +110,10 @@ async def test_stdio_serves_a_2026_client_and_its_subscription_hears_of_a_new_sk
 
 
 # -- HTTP --------------------------------------------------------------------------------------
-@asynccontextmanager
-async def http_server(home: Path, *options: str, env: dict[str, str] | None = None) -> AsyncIterator[str]:
-    """Start `orchestrator serve --transport http --port 0` and yield its /mcp URL."""
-    environ = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_TOKEN"}
-    environ |= {"ORCHESTRATOR_HOME": str(home), **(env or {})}
-    process = await anyio.open_process(
-        [str(ORCHESTRATOR), "serve", "--transport", "http", "--port", "0", "--home", str(home), *options],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=environ,
-    )
-    lines: list[str] = []
-    found: dict[str, str] = {}
-    announced = anyio.Event()
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        buffer = ""
-        async for chunk in TextReceiveStream(process.stderr):  # keeps draining so the server never blocks
-            *complete, buffer = (buffer + chunk).split("\n")
-            for line in complete:
-                lines.append(line)
-                match = re.fullmatch(r"orchestrator: serving (http://127\.0\.0\.1:\d+/mcp)", line)
-                if match:
-                    found["url"] = match[1]
-                    announced.set()
-        announced.set()  # EOF: the server died before announcing itself
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_stderr)
-            with anyio.fail_after(TIMEOUT):
-                await announced.wait()
-            assert "url" in found, "server did not start:\n" + "\n".join(lines)
-            try:
-                yield found["url"]
-            finally:
-                tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.terminate()
-                with anyio.move_on_after(10):
-                    await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            await process.aclose()
-
-
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_http_serves_both_protocol_eras_on_loopback(home: Path, mode: str) -> None:
-    async with http_server(home) as url:
+    async with http_server(home) as served:
+        url = served.url
         with anyio.fail_after(TIMEOUT):
             async with Client(url, mode=mode) as client:
                 expected = "2026-07-28" if mode == "auto" else "2025-11-25"
@@ -197,12 +131,17 @@ async def test_http_tells_both_eras_when_a_skill_is_added(home: Path, skills_dir
         if isinstance(message, ToolListChangedNotification):
             changed.set()
 
-    async with http_server(home, "--skills", str(skills_dir)) as url:
+    async with http_server(home, "--skills", str(skills_dir)) as served:
+        url = served.url
         with anyio.fail_after(TIMEOUT):
             async with (
                 Client(url, mode="legacy", message_handler=on_message) as legacy,
                 Client(url) as modern,
             ):
+                for client in (legacy, modern):  # what initialize / server/discover promise is sent
+                    caps = client.server_capabilities
+                    assert caps.tools is not None and caps.tools.list_changed
+                    assert caps.prompts is not None and caps.prompts.list_changed
                 assert "echo-text" in _names(await legacy.list_tools())
                 async with modern.listen(tools_list_changed=True) as sub:
                     _add_skill_atomically(skills_dir, tmp_path / "staging", "echo-later")
@@ -215,7 +154,8 @@ async def test_http_tells_both_eras_when_a_skill_is_added(home: Path, skills_dir
 
 
 async def test_http_with_a_token_refuses_requests_without_it_and_serves_those_with_it(home: Path) -> None:
-    async with http_server(home, "--auth-token", "secret") as url:
+    async with http_server(home, "--auth-token", "secret") as served:
+        url = served.url
         with anyio.fail_after(TIMEOUT):
             async with httpx2.AsyncClient() as raw:
                 refused = await raw.post(url, json=INITIALIZE, headers=MCP_HEADERS)
@@ -236,7 +176,8 @@ async def test_http_with_a_token_refuses_requests_without_it_and_serves_those_wi
 
 
 async def test_http_refuses_a_request_for_a_foreign_host_name(home: Path) -> None:
-    async with http_server(home) as url:
+    async with http_server(home) as served:
+        url = served.url
         with anyio.fail_after(TIMEOUT):
             async with httpx2.AsyncClient() as raw:
                 rebound = await raw.post(url, json=INITIALIZE, headers=MCP_HEADERS | {"host": "evil.example"})
@@ -246,7 +187,8 @@ async def test_http_refuses_a_request_for_a_foreign_host_name(home: Path) -> Non
 
 
 async def test_http_stateless_answers_a_call_and_takes_the_token_from_the_environment(home: Path) -> None:
-    async with http_server(home, "--stateless", env={"ORCHESTRATOR_TOKEN": "from-env"}) as url:
+    async with http_server(home, "--stateless", env={"ORCHESTRATOR_TOKEN": "from-env"}) as served:
+        url = served.url
         with anyio.fail_after(TIMEOUT):
             async with httpx2.AsyncClient() as raw:
                 assert (await raw.post(url, json=INITIALIZE, headers=MCP_HEADERS)).status_code == 401

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skills import Home, Problem
+from skills._yaml import compose_yaml, read_bounded
 from skills.home import DEFAULT_MODELS_FILE
 
 from .errors import ModelRegistryError, UnknownModelError
@@ -195,10 +196,14 @@ def read_registry_file(path: Path, *, base: RegistryFile | None = None) -> Regis
 
     With `base` (the defaults), a role may name a model that only the base knows.
     """
-    text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text) if node is not None else None
+        text = read_bounded(path)
+    except UnicodeDecodeError as exc:
+        raise ModelRegistryError(
+            path, [Problem(path, f"not UTF-8 text: {exc.reason}", hint="save it as UTF-8")]
+        ) from None
+    try:
+        node, data = compose_yaml(text)  # bounded: a deep or alias-bomb file is a reported problem
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -327,10 +327,10 @@ def _command(target: str, arguments: dict[str, Any]) -> str:
 
 def _stays_a_string(text: str) -> bool:
     """True when `--input k=TEXT` gives back the string (it does not parse as JSON)."""
-    import json
+    from skills._json import load_json
 
     try:
-        json.loads(text)
+        load_json(text)
     except ValueError:
         return True
     return False

@@ -5,13 +5,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..transports import SessionLimits
 from ._allow import add_allow_dir
-from ._common import EXIT_OK, PROG, Parents, UsageError, log, server
+from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int, server
 
 if TYPE_CHECKING:
     from ..app import OrchestratorServer
+
+_N = TypeVar("_N", int, float)
+_LIMITS = SessionLimits()
+_HTTP_ONLY = {
+    "--stateless": False,
+    "--auth-token": None,
+    "--allowed-host": [],
+    "--session-idle-timeout": _LIMITS.idle_timeout,
+    "--max-sessions": _LIMITS.max_sessions,
+    "--max-sessions-per-client": _LIMITS.per_client,
+}
+"""The HTTP flags and their defaults: given with stdio they would silently do nothing."""
+_SESSION_LIMITS = ("--session-idle-timeout", "--max-sessions", "--max-sessions-per-client")
 
 STDIO_STOP_GRACE = 2.0
 """Seconds a Ctrl-C gives running calls to stop before a stdio server exits regardless."""
@@ -29,6 +44,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8000, help="HTTP port; 0 picks a free one (default: 8000)")
     serve.add_argument("--stateless", action="store_true", help="HTTP without sessions (no list_changed)")
+    _add_http_limits(serve)
     serve.add_argument(
         "--servers",
         metavar="FILE",
@@ -45,23 +61,95 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     serve.set_defaults(handler=_cmd_serve)
 
 
-def _port(text: str) -> int:
+def _add_http_limits(serve: argparse.ArgumentParser) -> None:
+    """Flags that keep HTTP safe beyond loopback and sessions within bounds (SPEC 7)."""
+    http = serve.add_argument_group("HTTP safety and limits")
+    http.add_argument(
+        "--allowed-host",
+        metavar="H",
+        type=_allowed_host,
+        action="append",
+        default=[],
+        help="a Host name clients use to reach this server (repeatable; also allows its http(s) Origins); "
+        "loopback names are always allowed, any other Host gets 421",
+    )
+    http.add_argument(
+        "--session-idle-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=_LIMITS.idle_timeout,
+        help=f"close a session with no request in flight for this long (default: {_LIMITS.idle_timeout:g})",
+    )
+    http.add_argument(
+        "--max-sessions",
+        metavar="N",
+        type=positive_int,
+        default=_LIMITS.max_sessions,
+        help=f"open sessions in all; when full, the heaviest client's oldest idle one makes room "
+        f"(default: {_LIMITS.max_sessions})",
+    )
+    http.add_argument(
+        "--max-sessions-per-client",
+        metavar="N",
+        type=positive_int,
+        default=_LIMITS.per_client,
+        help=f"open sessions of one client address; its oldest idle one makes room (default: {_LIMITS.per_client})",
+    )
+
+
+def _allowed_host(text: str) -> str:
+    """A Host name as the client sends it: `name`, `name:port`, an IPv4 or a (bracketed) IPv6 address."""
+    import ipaddress
+    import re
+
+    name = text.strip().lower()
+    if "://" in name:
+        raise argparse.ArgumentTypeError(f"'{text}' is a URL; give the host name alone, e.g. mcp.example.com")
     try:
-        port = int(text)
+        return f"[{ipaddress.IPv6Address(name)}]"  # a bare IPv6 address: Host headers bracket it
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a port number") from None
+        pass
+    if not re.fullmatch(r"(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)(:(\d{1,5}|\*))?", name):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a host name; give a name or address clients connect to, e.g. mcp.example.com "
+            "or mcp.example.com:8443 (one per --allowed-host; no wildcards)"
+        )
+    return name
+
+
+def _seconds(text: str) -> float:
+    value = _number(text, float, "a number of seconds")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _port(text: str) -> int:
+    port = _number(text, int, "a port number")
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not in 0-65535")
     return port
 
 
+def _number(text: str, convert: Callable[[str], _N], noun: str) -> _N:
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not {noun}") from None
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     token = args.auth_token or os.environ.get("ORCHESTRATOR_TOKEN") or None
-    if args.transport == "stdio" and (args.stateless or args.auth_token):
-        raise UsageError(
-            "--stateless and --auth-token apply to --transport http only",
-            "add --transport http, or drop them for stdio",
-        )
+    if args.transport == "stdio":
+        given = [flag for flag in _HTTP_ONLY if _given(args, flag)]
+        if given:
+            raise UsageError(f"{', '.join(given)} apply to --transport http only", "add --transport http, or drop them")
+    if args.stateless:
+        given = [flag for flag in _SESSION_LIMITS if _given(args, flag)]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} limit sessions, which --stateless does not keep", "drop one or the other"
+            )
     orchestrator = server(args, watch=True)
     import threading
 
@@ -82,9 +170,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     def ready(port: int) -> None:
         print(f"{PROG}: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
 
+    limits = SessionLimits(
+        idle_timeout=args.session_idle_timeout,
+        max_sessions=args.max_sessions,
+        per_client=args.max_sessions_per_client,
+    )
+
     async def run() -> None:
         await serve_http(
-            orchestrator, host=args.host, port=args.port, stateless=args.stateless, auth_token=token, ready=ready
+            orchestrator,
+            host=args.host,
+            port=args.port,
+            stateless=args.stateless,
+            auth_token=token,
+            allowed_hosts=args.allowed_host,
+            limits=limits,
+            ready=ready,
         )
 
     try:
@@ -97,6 +198,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "is the port in use? try another --port, or --port 0 for a free one",
         ) from None
     return EXIT_OK
+
+
+def _given(args: argparse.Namespace, flag: str) -> bool:
+    return getattr(args, flag.lstrip("-").replace("-", "_")) != _HTTP_ONLY[flag]
 
 
 def _waiting_line() -> str:

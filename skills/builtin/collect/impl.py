@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from skills._regex import HINT as PATTERN_HINT
+from skills._regex import PatternError, compile_pattern
 from skills.errors import SkillRunError
 
 _MISSING = object()
@@ -56,8 +58,8 @@ def _compare(op: str, left: Any, right: Any) -> bool:
             return inside if op == "in" else not inside
         if op == "contains":
             return isinstance(left, list | str | Mapping) and right in left
-        if op == "matches":
-            return isinstance(left, str) and re.search(str(right), left) is not None
+        if op == "matches":  # RE2, linear time: a client's pattern never backtracks (see skills._regex)
+            return isinstance(left, str) and compile_pattern(str(right)).search(left) is not None
     except TypeError:  # e.g. "3" > 2, or a string `in` a list of dicts: simply not a match
         return False
     return bool(left) if op == "truthy" else not bool(left)
@@ -80,11 +82,9 @@ def _check_where(where: list[dict[str, Any]]) -> None:
             raise SkillRunError(f"where[{index}]: unknown op {op!r}", hint="ops: " + ", ".join(_OPS))
         if op == "matches":
             try:
-                re.compile(str(condition.get("value", "")))
-            except re.error as exc:
-                raise SkillRunError(
-                    f"where[{index}]: bad regular expression: {exc}", hint="use Python `re` syntax"
-                ) from None
+                compile_pattern(str(condition.get("value", "")))
+            except PatternError as exc:
+                raise SkillRunError(f"where[{index}]: bad regular expression: {exc}", hint=PATTERN_HINT) from None
 
 
 def collect(

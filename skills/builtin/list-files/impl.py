@@ -6,7 +6,9 @@ import fnmatch
 import os
 import re
 from pathlib import Path, PurePosixPath
+from typing import Any
 
+from skills._regex import PatternError, compile_pattern
 from skills.base import SkillContext
 from skills.errors import SkillRunError
 from skills.roots import allowed_path, roots_of
@@ -29,11 +31,7 @@ def _segment_regex(segment: str) -> str:
             if end == -1:
                 out.append(re.escape(char))
             else:
-                body = segment[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                body = body.replace("\\", "\\\\")
-                out.append(f"(?!/)[{body}]")
+                out.append(_class_regex(segment[i + 1 : end]))
                 i = end
         else:
             out.append(re.escape(char))
@@ -41,7 +39,34 @@ def _segment_regex(segment: str) -> str:
     return "".join(out)
 
 
-def glob_regex(pattern: str) -> tuple[re.Pattern[str], int | None]:
+def _class_regex(body: str) -> str:
+    """A glob class `[...]` (`[!...]` negated) as an RE2 class that never matches '/'.
+
+    RE2 has no lookahead, so '/' is cut out of the ranges instead of refused after the fact.
+    """
+    negate = body.startswith("!")
+    if negate:
+        body = body[1:]
+    ranges: list[tuple[int, int]] = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            ranges.append((ord(body[i]), ord(body[i + 2])))
+            i += 3
+        else:
+            ranges.append((ord(body[i]), ord(body[i])))
+            i += 1
+    slash = ord("/")
+    parts: list[str] = []
+    for low, high in ranges:
+        pieces = [(low, min(high, slash - 1)), (max(low, slash + 1), high)] if low <= slash <= high else [(low, high)]
+        parts += [f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in pieces if a <= b]
+    if negate:
+        return "[^/" + "".join(parts) + "]"
+    return "[" + "".join(parts) + "]" if parts else "[^\\x{0}-\\x{10ffff}]"  # an empty class matches nothing
+
+
+def glob_regex(pattern: str) -> tuple[Any, int | None]:
     """Compile a glob to a regex over relative POSIX paths, plus the maximum folder depth
     it can match (None when it contains `**`)."""
     parts = [p for p in pattern.split("/") if p not in ("", ".")]
@@ -55,7 +80,10 @@ def glob_regex(pattern: str) -> tuple[re.Pattern[str], int | None]:
         else:
             regex += _segment_regex(part) + ("" if last else "/")
     depth = None if "**" in parts else len(parts) - 1
-    return re.compile(regex), depth
+    try:
+        return compile_pattern(regex), depth  # RE2: `*a*a*a...` against a long name is linear, not exponential
+    except PatternError as exc:
+        raise SkillRunError(f"pattern {pattern!r} cannot be used: {exc}", hint="give a shorter, simpler pattern") from None
 
 
 def _check_pattern(pattern: str) -> None:

@@ -1,7 +1,12 @@
-"""markdown-report: render any JSON data to a Markdown file with a sandboxed Jinja2 template."""
+"""markdown-report: render any JSON data to a Markdown file with a sandboxed Jinja2 template.
+
+A client's `template` is a program: it renders in the pipeline expression sandbox, with its
+limits (a deadline, at most 10,000,000 characters, bounded operators), not in plain Jinja.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -9,24 +14,15 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import jinja2
-from jinja2.sandbox import SandboxedEnvironment
-
+from pipelines._sandbox import TemplateEnvironment, check_size, to_json
+from pipelines.errors import ExpressionError
+from pipelines.expressions import render_template
 from skills.base import SkillContext
 from skills.errors import SkillRunError
 
 DEFAULT_TEMPLATE = Path(__file__).parent / "assets" / "report.md.j2"
 _MAX_COLUMNS = 12
 _MAX_ROWS = 500
-
-
-class ReportEnvironment(SandboxedEnvironment):
-    """Sandboxed Jinja where `a.b` on a mapping reads its key `b` first (as pipelines do)."""
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if isinstance(obj, Mapping) and attribute in obj:
-            return obj[attribute]
-        return super().getattr(obj, attribute)
 
 
 def is_scalar(value: Any) -> bool:
@@ -123,20 +119,29 @@ def _inline(value: Any) -> bool:
     return is_scalar(value) or (isinstance(value, list) and all(is_scalar(v) for v in value))
 
 
-def _environment() -> ReportEnvironment:
-    env = ReportEnvironment(
-        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
-        trim_blocks=True, lstrip_blocks=True,
-    )  # fmt: skip
-    env.filters.update(
-        markdown=to_markdown,
-        table=table,
-        cell=cell,
-        json=lambda v, indent=2: json.dumps(v, indent=indent, ensure_ascii=False, default=str),
-        pairs=lambda m: list(m.items()) if isinstance(m, Mapping) else [],
+def _sized(render: Any) -> Any:
+    """A filter that first refuses a value too large to write out (built of shared references)."""
+
+    def bounded(value: Any, *args: Any) -> Any:
+        check_size(value, "the report's data")
+        return render(value, *args)
+
+    return bounded
+
+
+@functools.cache
+def _environment() -> TemplateEnvironment:
+    """The pipeline expression sandbox, with its limits (2 s, 10 MB of text), and the report's filters."""
+    return TemplateEnvironment(
+        {
+            "markdown": _sized(to_markdown),
+            "table": _sized(table),
+            "cell": cell,
+            "json": lambda v, indent=2: to_json(v, indent),
+            "pairs": lambda m: list(m.items()) if isinstance(m, Mapping) else [],
+        },
+        {"scalar": is_scalar, "records": is_records},
     )
-    env.tests.update(scalar=is_scalar, records=is_records)
-    return env
 
 
 def _target(base: Path, filename: str) -> Path:
@@ -166,33 +171,18 @@ def markdown_report(
     ctx: SkillContext | None = None,
 ) -> dict:
     context = ctx or SkillContext(skill="markdown-report")
-    env = _environment()
     source = template if template is not None else DEFAULT_TEMPLATE.read_text(encoding="utf-8")
+    scope = {
+        "title": title,
+        "data": data,
+        "description": description,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
     try:
-        compiled = env.from_string(source)
-        text = compiled.render(
-            title=title,
-            data=data,
-            description=description,
-            generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        )
-    except jinja2.TemplateSyntaxError as exc:
-        raise SkillRunError(
-            f"template syntax error at line {exc.lineno}: {exc.message}",
-            hint="check the {{ }} / {% %} tags of `template`",
-        ) from None
-    except jinja2.exceptions.SecurityError as exc:
-        raise SkillRunError(
-            f"template refused by the sandbox: {exc}", hint="templates may only read data"
-        ) from None
-    except jinja2.UndefinedError as exc:
-        raise SkillRunError(
-            f"template error: {exc.message}",
-            hint="the template sees title, data, description and generated_at; "
-            "test optional fields with `is defined`",
-        ) from None
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        raise SkillRunError(f"template error: {exc}", hint="check the expressions of `template`") from None
+        text = render_template(source, scope, _environment())
+    except ExpressionError as exc:
+        hint = exc.hint or "the template sees title, data, description and generated_at"
+        raise SkillRunError(f"template: {exc.message}", hint=hint) from None
     if not text.endswith("\n"):
         text += "\n"
     target = _target(context.artifacts(), filename)

@@ -1,0 +1,158 @@
+"""Stateful HTTP sessions that no single client can use up.
+
+The SDK's session manager already closes a session after its idle timeout and refuses a new
+one with 503 once `max_sessions` are open. Alone, that lets one client lock everybody out:
+open `max_sessions` sessions and walk away, and every other client gets 503 until the idle
+timeout (30 minutes by default) frees them. This manager adds fairness on top of the SDK's
+bookkeeping:
+
+- a client (its peer address; an IPv6 /64 counts as one client) may hold at most
+  `per_client` sessions; when it opens one more, its own oldest idle session is closed to make
+  room, and when none of its sessions is idle it is refused with 429;
+- when the server is full, the oldest idle session of the client holding the most sessions is
+  closed to make room; only when every session is busy is a new client refused with 503.
+
+A session is *busy* while a request is in flight on it (a call being served, or a client's open
+GET stream for notifications, which connected SDK clients keep); otherwise it is *idle*. The
+SDK tracks this in each transport's idle scope: its deadline is infinite while busy and
+`last activity + idle timeout` once idle, so the smallest deadline is the oldest idle session.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+from collections import Counter
+from typing import Any
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+log = logging.getLogger("mcp_server.transports")
+
+_SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode("latin-1")
+
+
+def client_of(scope: Scope) -> str:
+    """Who is asking: the peer address (after uvicorn applied a trusted proxy's X-Forwarded-For).
+
+    IPv6 clients usually own a whole /64, so an address in it would be a free new identity;
+    the /64 is the client.
+    """
+    peer = scope.get("client")
+    host = peer[0] if peer else "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host  # a unix socket path or a test client's name: take it as given
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:  # ::ffff:a.b.c.d is the IPv4 client a.b.c.d
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+class FairSessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager with a per-client cap and eviction of idle sessions.
+
+    Built on the SDK's own session table (`_server_instances`) and admission
+    (`_admit_session`, `_serve_opening_request`): only the decision of who gets a slot is ours.
+    """
+
+    def __init__(self, app: Any, *, per_client: int, **options: Any) -> None:
+        super().__init__(app, **options)
+        if per_client <= 0:
+            raise ValueError("per_client must be a positive number of sessions")
+        if self.session_idle_timeout is None:
+            raise ValueError("fair sessions need an idle timeout to tell idle sessions from busy ones")
+        self.per_client = per_client
+        self._clients: dict[str, str] = {}
+        """session id -> the client that opened it."""
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        opens_session = not any(key == _SESSION_HEADER for key, _ in scope["headers"])
+        if not opens_session or scope.get("method") != "POST":
+            # Requests of an existing session, and requests that cannot open one (a GET or
+            # DELETE without a session id fails anyway): the SDK answers them unchanged.
+            await super()._handle_stateful_request(scope, receive, send)
+            return
+        user = scope.get("user")
+        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        client = client_of(scope)
+        async with self._session_creation_lock:
+            refusal = await self._make_room(client)
+            transport = None if refusal is not None else self._admit_session(requestor)
+            if transport is not None:
+                assert transport.mcp_session_id is not None
+                self._clients[transport.mcp_session_id] = client
+        if transport is None:
+            await (refusal or _refuse_full(self.max_sessions))(scope, receive, send)
+            return
+        await self._serve_opening_request(transport, scope, receive, send)
+
+    async def _make_room(self, client: str) -> JSONResponse | None:
+        """Close an idle session if `client` or the server is at its limit; the refusal if none can go."""
+        mine = [sid for sid, owner in self._clients.items() if owner == client]
+        if len(mine) >= self.per_client:
+            victim = self._oldest_idle(mine)
+            if victim is None:
+                log.warning("refused a new HTTP session: %s holds %d busy sessions", client, len(mine))
+                return _refuse_client(self.per_client)
+            await self._evict(victim, f"{client} opened more than {self.per_client} sessions")
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            held = Counter(self._clients.values())
+            # The heaviest client pays first: its oldest idle session goes.
+            for heavy, _ in held.most_common():
+                victim = self._oldest_idle([sid for sid, owner in self._clients.items() if owner == heavy])
+                if victim is not None:
+                    await self._evict(victim, f"the server holds {self.max_sessions} sessions; {heavy} holds most")
+                    return None
+            log.warning("refused a new HTTP session: all %d sessions are busy", len(self._server_instances))
+            return _refuse_full(self.max_sessions)
+        return None
+
+    def _oldest_idle(self, session_ids: list[str]) -> str | None:
+        """The session among these whose last request ended longest ago; None if all are busy."""
+        best, best_deadline = None, math.inf
+        for sid in session_ids:
+            transport = self._server_instances.get(sid)
+            scope = transport.idle_scope if transport is not None else None
+            if scope is None or transport is None or transport.is_terminated:
+                continue
+            if scope.deadline < best_deadline:  # infinite while a request is in flight
+                best, best_deadline = sid, scope.deadline
+        return best
+
+    async def _evict(self, session_id: str, reason: str) -> None:
+        log.info("closing idle HTTP session %s: %s", session_id[:12], reason)
+        transport = self._server_instances[session_id]
+        await self._discard_session(session_id, transport)
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self._clients.pop(session_id, None)
+        if session_id in self._server_instances and transport.idle_scope is not None:
+            if transport.idle_scope.cancel_called:
+                log.info("closed HTTP session %s: idle for %g s", session_id[:12], self.session_idle_timeout)
+        await super()._discard_session(session_id, transport)
+
+
+def _refuse_client(per_client: int) -> JSONResponse:
+    return _jsonrpc_refusal(
+        429,
+        f"Too many open sessions from your address (limit {per_client}, all busy): "
+        "end one (HTTP DELETE with its Mcp-Session-Id) before opening another",
+    )
+
+
+def _refuse_full(max_sessions: int | None) -> JSONResponse:
+    return _jsonrpc_refusal(503, f"The server is at its limit of {max_sessions} open sessions, all busy: retry later")
+
+
+def _jsonrpc_refusal(status: int, message: str) -> JSONResponse:
+    """A JSON-RPC error body (no request id), as the SDK answers its own refusals."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}}
+    return JSONResponse(body, status_code=status, headers={"retry-after": "5"})
