@@ -88,6 +88,9 @@ __all__ = ["OrchestratorServer", "create_server"]
 
 log = logging.getLogger("mcp_server")
 
+_STARTS_AGENTS = frozenset({"agent", "pipeline", "meta"})
+"""Calls that may start agents (agent skills, pipelines with agent steps, meta tools): they get the
+home's agent roles and a run budget."""
 _LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
 
 INSTRUCTIONS = (
@@ -264,9 +267,10 @@ class OrchestratorServer(MCPServer):
             ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
-        ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
-        if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
-            ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
+        if getattr(skill, "kind", "meta") in _STARTS_AGENTS:  # two stats a call: not for the plain skills
+            ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
+            if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
+                ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
         return ctx
 
     @cached_property

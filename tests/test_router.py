@@ -122,16 +122,18 @@ async def test_the_usage_of_the_router_and_of_the_work_is_summed(home: Path, stu
     assert [r["body"]["model"] for r in stub.requests] == ["claude-haiku-5-5", "claude-sonnet-5-5"]
 
 
-async def test_without_any_model_orchestrate_fails_saying_how_to_get_one(home: Path) -> None:
-    async with connect(home, None) as client:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_without_any_model_orchestrate_fails_saying_how_to_get_one(home: Path, mode: str) -> None:
+    async with connect(home, None, mode=mode) as client:
         result = await client.call_tool("orchestrate", {"request": "anything"})
     error = envelope(result)
     assert error["type"] == "skill_failed" and "ANTHROPIC_API_KEY" in error["hint"]
 
 
-async def test_a_skill_the_router_chose_that_fails_is_the_calls_error(home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_skill_the_router_chose_that_fails_is_the_calls_error(home: Path, tmp_path: Path, mode: str) -> None:
     missing = str(tmp_path / "nope.txt")
     model = ClientModel(route(route="skill", skill="read-file", arguments={"path": missing}))
-    result = await orchestrate(home, model, "Show me nope.txt")
+    result = await orchestrate(home, model, "Show me nope.txt", mode=mode)
     error = envelope(result)
     assert error["type"] == "skill_failed" and "nope.txt" in error["message"]
