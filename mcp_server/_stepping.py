@@ -87,8 +87,9 @@ async def _run(service: PipelineService, args: dict[str, Any], ctx: SkillContext
         elicit = ctx.extras.get("elicitation")
         if elicit is None:
             return error_result(
-                "step-through needs to ask you after each step, and this client cannot be asked: it must support "
-                "MCP elicitation over a handshake-era session (protocol 2025-11-25 or older)",
+                "step-through needs to ask you after each step, and this call cannot ask: the client must support "
+                "MCP elicitation over a handshake-era session (protocol 2025-11-25 or older) and call it directly, "
+                "not as a task",
                 "run it without `step`, or step through it on the command line: `orchestrator run ID --step`",
                 error_type="invalid_arguments",
                 where="step",

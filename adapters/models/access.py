@@ -19,7 +19,7 @@ from skills import Home, SkillContext, SkillRunError
 from skills.models import Completion, NoModelProviderError, Usage
 
 from ._provider import ModelProvider, ModelRequest
-from ._rounds import ROUNDS_KEY, SamplingRounds
+from ._rounds import INBOX_KEY, InputInbox
 from .anthropic_api import AnthropicProvider
 from .registry import ModelRegistry, load_registry
 from .sampling import SamplingProvider
@@ -132,32 +132,33 @@ class ModelService:
             return access
         return None
 
-    def attach(self, ctx: SkillContext, context: Any = None) -> ProviderAccess:
-        """Put the call's access in `ctx.extras["model"]` (and, where the client samples in the
-        2026-07-28 era, what `run_resumable` needs to pause the call)."""
-        access, rounds = self._build(context)
+    def attach(self, ctx: SkillContext, context: Any = None, *, parked: bool = False) -> ProviderAccess:
+        """Put the call's access in `ctx.extras["model"]`, and where the client's model answers
+        through an inbox (2026-07-28, or `parked`: the call runs as a task), the inbox in
+        `ctx.extras[INBOX_KEY]` for whoever carries its requests to the client."""
+        access, inbox = self._build(context, parked)
         ctx.extras["model"] = access
-        if rounds is not None:
-            ctx.extras[ROUNDS_KEY] = rounds
+        if inbox is not None:
+            ctx.extras[INBOX_KEY] = inbox
         return access
 
-    def _build(self, context: Any) -> tuple[ProviderAccess, SamplingRounds | None]:
+    def _build(self, context: Any, parked: bool = False) -> tuple[ProviderAccess, InputInbox | None]:
         registry = self.registry
         environ = self._environ if self._environ is not None else os.environ
         providers: list[ModelProvider] = []
-        rounds = None
+        inbox = None
         for name in registry.providers:
             if name == "anthropic":
                 providers.append(AnthropicProvider(environ.get("ANTHROPIC_API_KEY")))
             else:
                 answered = any(isinstance(p, AnthropicProvider) and p.configured for p in providers)
-                sampling = _sampling_of(context, needed=not answered)
-                rounds = sampling.rounds or rounds
+                sampling = _sampling_of(context, needed=not answered, parked=parked)
+                inbox = sampling.inbox or inbox
                 providers.append(sampling)
-        return ProviderAccess(registry, providers), rounds
+        return ProviderAccess(registry, providers), inbox
 
 
-def _sampling_of(context: Any, *, needed: bool) -> SamplingProvider:
+def _sampling_of(context: Any, *, needed: bool, parked: bool = False) -> SamplingProvider:
     from mcp_types.version import is_version_at_least
 
     if context is None or getattr(context, "_request_context", None) is None:
@@ -168,11 +169,10 @@ def _sampling_of(context: Any, *, needed: bool) -> SamplingProvider:
     if capability is None:
         return SamplingProvider.unavailable_because("the client did not declare the sampling capability")
     version = request.protocol_version
-    if version is not None and is_version_at_least(version, "2026-07-28"):
-        if not needed:  # the API answers first: no need to make the call resumable
+    if parked or (version is not None and is_version_at_least(version, "2026-07-28")):
+        if not needed:  # the API answers first: no need to park the call for the client's model
             return SamplingProvider.unavailable_because("not used: the Anthropic API answers first")
-        rounds = SamplingRounds(context.request_state, context.input_responses)
-        return SamplingProvider.resumable(rounds, capability)
+        return SamplingProvider.parked(InputInbox(), capability)
     if not session.can_send_request:
         return SamplingProvider.unavailable_because("this connection cannot carry requests to the client")
     return SamplingProvider.direct(session, request.request_id, capability)
