@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AGENT_TOOLS"]
 
+MAX_TEXT = 200_000
+"""Most characters of a request, task or context a client may send (a model reads it whole)."""
 _LIMITS = {
     "type": "object",
     "description": "Lower the role's limits for this agent (a value above the role's is capped to it).",
@@ -115,8 +117,17 @@ SPAWN = MetaTool(
             "type": "object",
             "properties": {
                 "role": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The agent role."},
-                "task": {"type": "string", "minLength": 1, "description": "What the agent should accomplish."},
-                "context": {"type": "string", "description": "Background the agent should know (optional)."},
+                "task": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_TEXT,
+                    "description": "What the agent should accomplish.",
+                },
+                "context": {
+                    "type": "string",
+                    "maxLength": MAX_TEXT,
+                    "description": "Background the agent should know (optional).",
+                },
                 "limits": _LIMITS,
                 "skills": {
                     "type": "array",
@@ -124,7 +135,11 @@ SPAWN = MetaTool(
                     "maxItems": 200,
                     "description": "Narrow the role's allow-list to these skills (each must be allowed by the role).",
                 },
-                "model": {"type": "string", "description": "Another model role or id for this agent."},
+                "model": {
+                    "type": "string",
+                    "maxLength": 128,
+                    "description": "Another model role or id for this agent.",
+                },
                 "thinking": {"type": "boolean", "description": "Extended thinking on or off (the role's default)."},
             },
             "required": ["role", "task"],
@@ -154,8 +169,17 @@ ORCHESTRATE = MetaTool(
         input_schema={
             "type": "object",
             "properties": {
-                "request": {"type": "string", "minLength": 1, "description": "What should be done."},
-                "context": {"type": "string", "description": "Background that helps (optional)."},
+                "request": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_TEXT,
+                    "description": "What should be done.",
+                },
+                "context": {
+                    "type": "string",
+                    "maxLength": MAX_TEXT,
+                    "description": "Background that helps (optional).",
+                },
                 "inputs": {"type": "object", "description": "Inputs for a pipeline the planner writes (optional)."},
                 "max_iterations": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
             },

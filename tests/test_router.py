@@ -137,3 +137,16 @@ async def test_a_skill_the_router_chose_that_fails_is_the_calls_error(home: Path
     result = await orchestrate(home, model, "Show me nope.txt", mode=mode)
     error = envelope(result)
     assert error["type"] == "skill_failed" and "nope.txt" in error["message"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_planner_that_cannot_write_a_pipeline_fails_the_call_with_how_far_it_got(home: Path, mode: str) -> None:
+    model = ClientModel(route(route="planner", reason="chain"), *["no yaml at all, sorry"] * 4)  # a try and 3 fixes
+    result = await orchestrate(home, model, "Do the impossible", mode=mode)
+    error = envelope(result, report=True)  # the structured content is the report (it fits the output schema)
+    assert error["type"] == "skill_failed" and error["where"] == "route planner"
+    assert "pipeline_yaml" in error["hint"]
+    report = result.structured_content
+    assert report is not None and report["route"] == "planner" and report["result"]["status"] == "failed"
+    assert report["usage"]["router"]["calls"] == 1 and report["usage"]["work"]["calls"] == 4
+    assert model.left == 0

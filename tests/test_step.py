@@ -237,3 +237,21 @@ async def test_step_mode_without_elicitation_and_bad_runs_are_clear_errors(
     assert envelope(both)["where"] == "pipeline"
     assert plain.structured_content is not None and plain.structured_content["result"]["last"] == "third"
     assert log.read_text().split() == ["first", "second", "third"]  # only the plain run ran anything
+
+
+async def test_run_pipeline_runs_as_a_task_but_step_mode_cannot_ask_from_one(
+    home: Path, skills: Path, pipeline: tuple[str, Path]
+) -> None:
+    from _tasks_client import TasksExtension, drive, start
+
+    pid, log = pipeline
+    server = create_server(home=home, skill_dirs=[skills])
+    async with Client(server, mode="auto", extensions=[TasksExtension()]) as client:
+        plain = await drive(client, (await start(client, "run_pipeline", {"pipeline": pid})).task_id)
+        stepped = await drive(client, (await start(client, "run_pipeline", {"pipeline": pid, "step": True})).task_id)
+    assert plain.status == "completed" and plain.result is not None
+    assert plain.result["structuredContent"]["result"]["last"] == "third"
+    assert stepped.result is not None and stepped.result["isError"] is True, stepped
+    error = envelope(types.CallToolResult.model_validate(stepped.result))
+    assert error["type"] == "invalid_arguments" and error["where"] == "step" and "not as a task" in error["message"]
+    assert log.read_text().split() == ["first", "second", "third"]  # the step-mode task ran nothing
