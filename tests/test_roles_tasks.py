@@ -1,5 +1,6 @@
-"""Agents of roles on every call path: as MCP tasks, across 2026-07-28 rounds, limits enforced,
-their tools' failures handed back as the error envelope.
+"""The long meta tools (orchestrate, spawn_agent, plan_and_run) as MCP tasks, and agents of roles
+on every call path: across 2026-07-28 rounds, their limits enforced, their tools' failures handed
+back as the error envelope.
 
 Through real MCP clients: the Python SDK client speaking tasks with raw requests
 (`_tasks_client`), the SDK's own input-round driver (2026-07-28 without tasks), a client's
@@ -149,6 +150,20 @@ async def test_spawn_agent_as_a_core_task_asks_over_tasks_result_and_hands_its_t
     assert set(bad_args) == ENVELOPE_KEYS and bad_args["type"] == "invalid_arguments" and bad_args["where"] == "call"
     assert not_allowed["type"] == "unknown_tool" and "'read-file' is not one of your tools" in not_allowed["message"]
     assert not_allowed["hint"] == "you may call: mark"  # the role's allow-list, nothing else
+
+
+async def test_plan_and_run_as_a_core_task_plans_runs_and_reviews_with_the_clients_model(home: Path) -> None:
+    from test_router import COMPLETE, SUM_PIPELINE
+
+    model = ClientModel(f"```yaml\n{SUM_PIPELINE}```", json.dumps(COMPLETE))
+    async with _client(create_server(home=home), model, mode="legacy", tasks=False) as client:
+        answer = await start_core(client, "plan_and_run", {"request": "Sum 2, 4 and 6"})
+        with anyio.fail_after(60):
+            final_result = await result(client, answer["task"]["taskId"])
+    data = _data(final_result)
+    assert data["status"] == "complete" and data["outputs"]["total"] == 12 and data["iterations"] == 1
+    assert data["outputs"]["summary"]["line"] == "SUCCESS: 1/1 steps succeeded, 0 failed, 0 skipped"
+    assert len(model.requests) == 2  # written once, reviewed once
 
 
 @pytest.mark.parametrize("mode", ERAS)
