@@ -27,8 +27,9 @@ from ._statedb import is_corrupt, set_aside
 
 __all__ = ["PruneReport", "RunRecord", "RunStatus", "RunStore"]
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
+RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
 """`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
+`stopped`: stopped by its user after a step (step-through); it resumes from the next step.
 `queued`: handed to the workers of the distributed mode (`--queue`), not yet taken by one."""
 
 T = TypeVar("T")

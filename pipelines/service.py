@@ -17,21 +17,27 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from skills import Catalog, Home, SkillContext, SkillRunError
+from skills.errors import clip
 
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
-from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import RunRecord, RunStore
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
 from .state import Backends
+
+if TYPE_CHECKING:
+    from skills.roles import RoleBook
+
+    from ._stepping import StepGate
 
 __all__ = ["PipelineService"]
 
@@ -57,9 +63,12 @@ class PipelineService:
         examples: bool = True,
         models: Callable[[], Collection[str]] | None = None,
         backends: Backends | None = None,
+        roles: Callable[[], RoleBook] | None = None,
     ) -> None:
         self.home = home
         self.models = models
+        self.roles = roles
+        """The agent roles of the home (`skills.roles`); an agent step naming an unknown one is an error."""
         self.catalog = catalog
         self.backends = backends or Backends()
         self.store: RunStore
@@ -98,6 +107,7 @@ class PipelineService:
             source.others = self.specs
             source.help_cache = home.cache_dir
             source.models = models
+            source.roles = roles
         catalog.add_providers(self.sources)  # one merge: each pipeline is verified once at start-up
         self._saver: Any = None
         self._saver_stack: AsyncExitStack | None = None
@@ -117,6 +127,9 @@ class PipelineService:
     def _models(self) -> Collection[str] | None:
         return self.models() if self.models is not None else None
 
+    def _roles(self) -> RoleBook | None:
+        return self.roles() if self.roles is not None else None
+
     def specs(self) -> dict[str, PipelineSpec]:
         """Every published pipeline by id (later sources win, as in the Catalog)."""
         out: dict[str, PipelineSpec] = {}
@@ -134,10 +147,17 @@ class PipelineService:
         try:
             spec, smap = load_spec_file(path)
         except VerificationError as exc:
-            exc.issues = all_issues(exc, catalog=self.catalog, pipelines=self.specs(), models=self._models())
+            exc.issues = all_issues(
+                exc, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
+            )
             raise
         issues = verify(
-            spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec}, models=self._models()
+            spec,
+            smap,
+            catalog=self.catalog,
+            pipelines={**self.specs(), spec.id: spec},
+            models=self._models(),
+            roles=self._roles(),
         )
         errors = [i for i in issues if i.severity == "error"]
         if errors:
@@ -159,6 +179,7 @@ class PipelineService:
         host = PipelineSource(path.parent, "user", label=str(path.parent))
         host.catalog, host.runner, host.others = self.catalog, self.run, self.specs
         host.help_cache = self.home.cache_dir
+        host.models, host.roles = self.models, self.roles
         skill = PipelineSkill(spec, path, "user", host)
         skill.warnings = issues
         return skill
@@ -166,33 +187,48 @@ class PipelineService:
     def pipeline(self, pipeline_id: str) -> PipelineSkill:
         skill = self.catalog.find(pipeline_id)
         if not isinstance(skill, PipelineSkill):
-            raise PipelineError(f"no pipeline named '{pipeline_id}'", hint="`orchestrator pipelines list` shows them")
+            import difflib
+
+            close = difflib.get_close_matches(pipeline_id, list(self.specs()), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else "`orchestrator pipelines list` shows them"
+            raise PipelineError(f"no pipeline named '{clip(pipeline_id, 64)}'", hint=hint)
         return skill
 
     # -- running ---------------------------------------------------------------------------------
     def artifact_dir(self, pipeline_id: str, run_id: str) -> Path:
         return (self.backends.artifacts or self.home.pipelines_dir) / pipeline_id / "runs" / run_id
 
-    def _queued(self, ctx: SkillContext) -> bool:
-        """Whether a run started under `ctx` goes to the workers (not: one started by a worker)."""
-        return self.queue is not None and not ctx.extras.get(HERE_KEY)
+    def _queued(self, ctx: SkillContext, gate: StepGate | None) -> bool:
+        """Whether a run started under `ctx` goes to the workers (not: one started by a worker, nor
+        one stepped through: its gate asks the person at this terminal)."""
+        return self.queue is not None and gate is None and not ctx.extras.get(HERE_KEY)
 
     async def run(
-        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, *, run_id: str | None = None
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        *,
+        run_id: str | None = None,
+        gate: StepGate | None = None,
     ) -> dict[str, Any]:
-        """Run a pipeline under a new run id; failures say how to resume."""
+        """Run a pipeline under a new run id; failures say how to resume.
+
+        With `gate` the run pauses after each top-level step (step-through); a stop raises
+        `RunStopped` after recording the run as `stopped`.
+        """
         run_id = run_id or new_run_id()
         started = ctx.extras.get(RUN_IDS_KEY)
         if isinstance(started, list):  # the caller keeps the run ids (to resume a parked call's run)
             started.append(run_id)
         artifacts = self.artifact_dir(skill.name, run_id)
-        if self._queued(ctx):
+        if self._queued(ctx, gate):
             source = await anyio.to_thread.run_sync(skill.body)
             start = functools.partial(self.store.start, source=source, queued=True)  # type: ignore[call-arg]
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
             return await self._through_queue(skill.name, run_id, ctx, resume=False)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
-        return await self._drive(skill, inputs, ctx, run_id, resume=False)
+        return await self._drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
@@ -204,8 +240,8 @@ class PipelineService:
             raise_outcome(outcome)
         return outcome["result"]
 
-    async def resume(self, run_id: str, ctx: SkillContext) -> dict[str, Any]:
-        """Continue a run that failed, was cancelled or whose process died."""
+    async def resume(self, run_id: str, ctx: SkillContext, *, gate: StepGate | None = None) -> dict[str, Any]:
+        """Continue a run that failed, was cancelled, was stopped or whose process died."""
         record = await self._store(self.store.get, run_id)
         if record is None:
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
@@ -216,7 +252,7 @@ class PipelineService:
                 f"run {run_id} is still running (process {record.owner})",
                 hint="wait for it, or cancel it there; a run whose process died shows as interrupted",
             )
-        if self._queued(ctx):
+        if self._queued(ctx, gate):
             await self._store(self.store.queue, run_id)  # type: ignore[attr-defined]
             return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
         published = self.catalog.find(record.pipeline)
@@ -227,10 +263,17 @@ class PipelineService:
         else:
             skill = self.pipeline(record.pipeline)
         await self._store(self.store.resumed, run_id)
-        return await self._drive(skill, record.inputs, ctx, run_id, resume=True)
+        return await self._drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
 
     async def _drive(
-        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, run_id: str, *, resume: bool
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        run_id: str,
+        *,
+        resume: bool,
+        gate: StepGate | None = None,
     ) -> dict[str, Any]:
         from .runtime import run_pipeline
 
@@ -252,10 +295,14 @@ class PipelineService:
                     resume=resume,
                     budget=self.budget(skill, ctx),
                     dispatch=self._dispatcher(ctx, run_id),
+                    gate=gate,
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
             if self.dispatch is not None:
                 await self._store(self.store.forget_items, run_id)  # type: ignore[attr-defined]
+        except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
+            await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
+            raise
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
             await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
@@ -355,7 +402,9 @@ class PipelineService:
         """Every issue of a pipeline text against this server's Catalog and pipelines."""
         from .verify import check_text
 
-        return check_text(text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models())
+        return check_text(
+            text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
+        )
 
     async def check_off_loop(self, text: str, file: str = "<pipeline>") -> tuple[PipelineSpec | None, list[Issue]]:
         """`check` in a worker thread: a client's pipeline of a megabyte takes seconds to verify,

@@ -29,6 +29,7 @@ import anyio
 import anyio.to_thread
 
 from skills import SkillContext, SkillsError
+from skills.budget import RunBudget
 
 from ._loops import run_item
 from ._owner import Owner
@@ -170,7 +171,8 @@ class WorkerHost:
                 run_id=run_id,
                 skill_ctx=ctx,
                 artifact_dir=self.service.artifact_dir(record.pipeline, run_id),
-                budget=self.service.budget(skill, ctx),
+                budget=(budget := self.service.budget(skill, ctx)),
+                agents=RunBudget.of(budget.limits),  # the run's agent limits, counted per item here
             )
             update = await run_item(run, step, compiled.bodies.get(step_id), compiled.state_vars, payload)
         except Exception as exc:  # why: the run that waits reports the failure as the step's

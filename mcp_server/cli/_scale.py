@@ -101,6 +101,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         orchestrator.models.attach(ctx)  # no client here: the Anthropic API when a key is set
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         ctx.extras["catalog"] = orchestrator.catalog
+        if service.roles is not None:  # agents' roles of this worker's home
+            from skills.roles import ROLES_KEY
+
+            ctx.extras[ROLES_KEY] = service.roles()
         return ctx
 
     host = WorkerHost(
