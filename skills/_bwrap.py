@@ -69,7 +69,9 @@ def bwrap_argv(
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     argv += ["--perms", "1777", "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm"]
-    # After the private /tmp: a work directory under the host's /tmp is mounted onto it.
+    # After the private /tmp: a venv or a work directory under the host's /tmp is mounted onto it
+    # (mounted before, the tmpfs would hide it and the jail would find no interpreter).
+    argv += _python_args()
     extra = [p for p in _outside_system(read_only) if not _covered(p, python_paths())]
     binds = [(p, "--ro-bind") for p in extra] + [(workdir, "--bind")]
     argv += _ancestors([p for p, _ in binds], [Path(p) for p in _SYSTEM] + list(python_paths()))
@@ -101,7 +103,13 @@ def _system_args() -> tuple[str, ...]:
             args += ["--ro-bind", name, name]
     for name in _ETC:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    args += _ancestors(python_paths(), [Path(p) for p in _SYSTEM])
+    return tuple(args)
+
+
+@functools.cache
+def _python_args() -> tuple[str, ...]:
+    """Read-only binds of the installation that runs scripts (it may live under /tmp)."""
+    args = list(_ancestors(python_paths(), [Path(p) for p in _SYSTEM]))
     for path in python_paths():
         args += ["--ro-bind", str(path), str(path)]
     return tuple(args)
