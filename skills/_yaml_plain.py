@@ -63,6 +63,8 @@ _FLOW = re.compile(
     r")"
 )
 """One token of a flow collection: a bracket or comma, a quoted scalar, `: `, a plain scalar."""
+_SIMPLE = re.compile(r" *[^\s\[\]{},#&*!|>'\"%@`?:-][^:#]*")
+"""A value that can only be a one-line plain scalar: no quote or indicator first, no `:` or `#`."""
 _NO_START = frozenset("[]{},#&*!|>'\"%@`?:")
 """Characters that cannot start a plain scalar here (indicators; `-` is checked with what follows)."""
 
@@ -137,7 +139,13 @@ def _lines(text: str) -> list[tuple[int, int, str | None, Any]]:
         key = match[1]
         if len(key) > 1000 or type(_plain(key)) is not str:
             raise _Outside  # a key YAML reads as a bool, a number or null (`on:`, `1:`)
-        value, at = (_NOTHING, at) if match[2] is None else _value(match[2], rows, at, indent)
+        text = match[2]
+        if text is None:
+            value = _NOTHING
+        elif _SIMPLE.fullmatch(text) is not None:
+            value = _plain(text.strip(" "))  # what `_value` gives, without its checks (the common line)
+        else:
+            value, at = _value(text, rows, at, indent)
         out.append((indent, _KEY_LINE, key, value))
     return out
 
