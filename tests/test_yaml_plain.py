@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from mcp_server import create_server
-from skills._yaml import YAMLError, compose_yaml, load_yaml
+from skills._yaml import MAX_TEXT, YAMLError, compose_yaml, load_yaml, read_bounded, read_small
 from skills._yaml_plain import FALLBACK, read_plain
+from skills.checks import _read_front_lines, read_front_matter
 
 _KEYS = [
     "inputs", "outputs", "run", "python", "type", "properties", "required", "description", "items",
@@ -240,3 +241,50 @@ async def test_a_contract_read_by_either_reader_publishes_the_same_tool(tmp_path
         assert tools["plain-shape"].input_schema["properties"]["loud"]["default"] is True
         result = await client.call_tool("plain-shape", {"n": 3})
         assert result.structured_content == {"n": 3}
+
+
+_PIECES = [
+    b"---\n", b"---\r\n", b"---", b"  ---\n", b"--- \n", b"name: x\n", b"description: caf\xc3\xa9\n", b"\r", b"\r\n",
+    b"\n", b"\xff", b"\xc3", b"\xef\xbb\xbf", b"# body\n", b"\n---\n", b"x" * 3000, b"\x00", b"\xe2\x80\xa8",
+]  # fmt: skip
+"""Pieces of a SKILL.md or skill.yaml as bytes: markers, line breaks of each kind, bad UTF-8, a BOM."""
+
+
+def _outcome(read: Any, path: Path) -> Any:
+    try:
+        return read(path)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        return type(exc), str(exc)
+
+
+def _text_mode(path: Path) -> str:
+    with path.open(encoding="utf-8") as fh:
+        return fh.read(MAX_TEXT + 1)
+
+
+@fuzz(400)
+@given(
+    st.lists(
+        st.sampled_from([b"---\n", b""]) | st.lists(st.sampled_from(_PIECES), max_size=4).map(b"".join), max_size=6
+    ).map(b"".join)
+)
+def test_files_read_in_one_call_read_as_the_text_mode_reader_reads_them(tmp_path: Path, data: bytes) -> None:
+    """SKILL.md and skill.yaml are read whole in one system call when small: the text, the body
+    line and every error (not UTF-8, no closing `---`) are the text-mode line reader's."""
+    path = tmp_path / "SKILL.md"
+    path.write_bytes(data)
+    assert _outcome(read_front_matter, path) == _outcome(_read_front_lines, path)
+    assert _outcome(read_bounded, path) == _outcome(_text_mode, path)
+
+
+def test_big_and_special_files_take_the_text_mode_reader(tmp_path: Path) -> None:
+    big = tmp_path / "big.md"
+    big.write_bytes(b"---\nname: x\n---\n" + b"body line\n" * 10_000 + b"\xff")  # bad UTF-8 far in the body
+    assert read_small(big) is None and read_front_matter(big) == ("name: x\n", 4)
+    crlf = tmp_path / "crlf.md"
+    crlf.write_bytes(b"---\r\nname: x\r\n---\r\nbody\r\n")
+    assert read_small(crlf) is None and read_front_matter(crlf) == ("name: x\n", 4)
+    assert read_small(tmp_path) is None and read_small(tmp_path / "missing") is None
+    assert read_small(crlf.with_name("small.md")) is None
+    (tmp_path / "small.md").write_text("---\nname: x\n---\n")
+    assert read_small(tmp_path / "small.md") == "---\nname: x\n---\n"
