@@ -8,7 +8,7 @@ home (no parse cache: every SKILL.md parsed); "warm" a restart over the cache th
 The corpus is instructions skills (SKILL.md only) spread over nested `*/skills/` folders, as the
 public collections are. Also printed: the bytes of tool definitions a client receives for the
 1,200 skills in catalogue mode against one tool per skill (the ratio is the saving), and the
-same-run reference of one 10-skill publish.
+same-run reference of one 10-skill publish, and the CPU time of this process beside each median.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import _common as c
 import anyio
@@ -30,6 +32,7 @@ from _wild import many_skills  # the tests' corpus writer: the same shapes
 from mcp_server import create_server
 from skills import Catalog, FolderSource
 
+T = TypeVar("T")
 PUBLISH_BUDGET = 1.0
 LOAD_BUDGET = 0.300
 
@@ -55,31 +58,55 @@ def cold_load(root: Path) -> float:
     return c.timed(lambda: len(Catalog([FolderSource(root, "user")])))
 
 
+class CPU:
+    """CPU seconds of this process per labelled run: on a shared machine, the steadier figure."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[float]] = {}
+
+    def run(self, label: str, fn: Callable[[], T]) -> T:
+        start = time.process_time()
+        try:
+            return fn()
+        finally:
+            self.samples.setdefault(label, []).append(time.process_time() - start)
+
+    def median(self, label: str) -> str:
+        return c.ms(c.median(self.samples[label]))
+
+
+def _cells(wall: list[float], cpu: CPU, label: str) -> list[str]:
+    return [c.ms(c.median(wall)), c.ms(min(wall)), cpu.median(label)]
+
+
 def main(reps: int) -> None:
     start_load = os.getloadavg()[0]
     with c.bench_env() as tmp:
         big = many_skills(tmp / "wild", 1_200)
         thousand = many_skills(tmp / "thousand", 1_000)
         small = many_skills(tmp / "small", 10)
-        rows, cold, warm, cold_off = [], [], [], []
+        rows, cold, warm, cold_off, cpu = [], [], [], [], CPU()
         for i in range(reps):
             home = tmp / f"home-{i}"
-            cold.append(anyio.run(publish, home, big, "auto")[0])
-            warm.append(anyio.run(publish, home, big, "auto")[0])
-            cold_off.append(anyio.run(publish, tmp / f"home-off-{i}", big, "off")[0])
-        ref = [anyio.run(publish, tmp / f"home-small-{i}", small, "auto")[0] for i in range(reps)]
-        loads = [cold_load(thousand) for _ in range(reps)]
+            cold.append(cpu.run("cold", lambda h=home: anyio.run(publish, h, big, "auto"))[0])
+            warm.append(cpu.run("warm", lambda h=home: anyio.run(publish, h, big, "auto"))[0])
+            cold_off.append(cpu.run("off", lambda i=i: anyio.run(publish, tmp / f"home-off-{i}", big, "off"))[0])
+        ref = [
+            cpu.run("ref", lambda i=i: anyio.run(publish, tmp / f"home-small-{i}", small, "auto"))[0]
+            for i in range(reps)
+        ]
+        loads = [cpu.run("load", lambda: cold_load(thousand)) for _ in range(reps)]
         _, catalogue_bytes = anyio.run(publish, tmp / "size-on", big, "on")
         _, per_skill_bytes = anyio.run(publish, tmp / "size-off", big, "off")
         rows = [
-            ["publish 1,200 nested skills, cold (catalogue auto)", c.ms(c.median(cold)), c.ms(min(cold))],
-            ["publish 1,200 nested skills, warm (catalogue auto)", c.ms(c.median(warm)), c.ms(min(warm))],
-            ["publish 1,200 nested skills, cold, one tool per skill", c.ms(c.median(cold_off)), c.ms(min(cold_off))],
-            ["publish 10 skills (reference)", c.ms(c.median(ref)), c.ms(min(ref))],
-            ["cold load of 1,000 skills (Catalog, no cache)", c.ms(c.median(loads)), c.ms(min(loads))],
+            ["publish 1,200 nested skills, cold (catalogue auto)", *_cells(cold, cpu, "cold")],
+            ["publish 1,200 nested skills, warm (catalogue auto)", *_cells(warm, cpu, "warm")],
+            ["publish 1,200 nested skills, cold, one tool per skill", *_cells(cold_off, cpu, "off")],
+            ["publish 10 skills (reference)", *_cells(ref, cpu, "ref")],
+            ["cold load of 1,000 skills (Catalog, no cache)", *_cells(loads, cpu, "load")],
         ]
     print(f"{c.load_note(start_load)}\nmedian and best of {reps}; publish: create_server + first tools/list\n")
-    c.table(["what", "median", "best"], rows)
+    c.table(["what", "median", "best", "CPU median"], rows)
     print(
         f"\ntool definitions for 1,200 skills: catalogue mode {catalogue_bytes:,} B, one tool per skill "
         f"{per_skill_bytes:,} B\n"
@@ -87,6 +114,7 @@ def main(reps: int) -> None:
     print(c.abs_line("wild.publish_1200_cold", c.ms(c.median(cold)), "< 1 s", c.median(cold) < PUBLISH_BUDGET))
     print(c.abs_line("wild.publish_1200_warm", c.ms(c.median(warm)), "< 1 s", c.median(warm) < PUBLISH_BUDGET))
     print(c.abs_line("wild.load_1000_cold", c.ms(c.median(loads)), "< 300 ms", c.median(loads) < LOAD_BUDGET))
+    print(f"ABS wild.cpu publish_1200_cold: {cpu.median('cold')} load_1000_cold: {cpu.median('load')}")
     print(f"ABS wild.tool_bytes catalogue {catalogue_bytes} per-skill {per_skill_bytes}")
     print(f"ABS wild.publish_1200_cold_vs_10 {c.median(cold) / c.median(ref):.1f}x (same-run reference, no budget)")
     print(c.ratio_line("wild.catalogue_bytes", catalogue_bytes / per_skill_bytes, 0.02, "(catalogue / per skill)"))

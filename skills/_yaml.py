@@ -10,7 +10,9 @@ So, before composing, a text that *could* break a bound is scanned on libyaml's 
 which is produced without recursion: nesting depth, number of nodes with every alias counted
 as the nodes it stands for, aliases inside their own anchor (recursive data). Most files
 cannot break a bound at all (fewer indicator characters than the depth limit, no anchor,
-small) and skip the scan, so 1,000 skills still load at the C loader's speed.
+small) and skip the scan. The commonest shape, a skill.yaml of block mappings and one-line
+values, does not reach libyaml at all: `_yaml_plain` reads it within tighter bounds, so 1,000
+skills load in well under the 300 ms budget.
 
 A violated bound raises `YAMLLimitError`, a `yaml.MarkedYAMLError`: every call site already
 reports YAML errors with their line and column, and reports these the same way.
@@ -18,11 +20,15 @@ reports YAML errors with their line and column, and reports these the same way.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
+
+from ._yaml_plain import FALLBACK, read_plain
 
 try:
     _Base: type[yaml.SafeLoader] = yaml.CSafeLoader
@@ -40,6 +46,7 @@ __all__ = [
     "load_yaml",
     "mark_of",
     "read_bounded",
+    "read_small",
 ]
 
 MAX_TEXT = 1_048_576
@@ -48,6 +55,9 @@ MAX_DEPTH = 100
 """Deepest nesting of mappings and sequences (a pipeline of 30 nested loops is about 70)."""
 MAX_NODES = 200_000
 """Most values in one document, each alias counted as every value it repeats."""
+
+_SMALL = 65_536
+"""Files under this many bytes are read in one system call (`read_small`)."""
 
 _INDICATORS = "[{-:?"
 """Characters of which every mapping or sequence needs at least one: fewer than MAX_DEPTH of
@@ -94,13 +104,51 @@ def read_bounded(path: Path) -> str:
 
     A multi-gigabyte file dropped where the server reads YAML or JSON is not read into memory.
     """
+    text = read_small(path)
+    if text is not None:
+        return text
     with path.open(encoding="utf-8") as fh:
         return fh.read(MAX_TEXT + 1)
 
 
+def read_small(path: Path) -> str | None:
+    """The text of a small regular file in one `read`, or None: read it as a text file then.
+
+    A third of the CPU time of a text-mode read, which matters for the 2,000 files 1,000 skills
+    start with. None (not read here) when the file is missing, special, `_SMALL` bytes or more,
+    holds a carriage return (text mode turns `\r\n` into `\n`) or is not UTF-8: the text-mode
+    read then gives that file's text, or its error, exactly as before.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size >= _SMALL:
+            return None
+        data = os.read(fd, info.st_size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) != info.st_size or b"\r" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def load_yaml(text: str) -> Any:
-    """Parse YAML safely (no tags that build Python objects) within the bounds above."""
-    return compose_yaml(text)[1]
+    """Parse YAML safely (no tags that build Python objects) within the bounds above.
+
+    The plain shape of most files (block mappings and sequences of one-line scalars, small flow
+    collections) is read directly, ~4x faster than building it through PyYAML's constructor;
+    anything else, and every error, goes through the full loader.
+    """
+    data = read_plain(text)
+    return compose_yaml(text)[1] if data is FALLBACK else data
 
 
 def compose_yaml(text: str) -> tuple[yaml.Node | None, Any]:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ._front import NAME_HINT, check_description, check_metadata, check_name, load_front
 from ._positions import locate
-from ._yaml import MAX_TEXT, YAMLError, describe_yaml_error, load_yaml, read_bounded
+from ._yaml import MAX_TEXT, YAMLError, describe_yaml_error, load_yaml, read_bounded, read_small
 from .contract import (
     KNOWN_FRONT_MATTER_KEYS,
     AgentSpec,
@@ -47,8 +47,19 @@ _HINTS = {
 def read_front_matter(path: Path) -> tuple[str, int]:
     """The raw front matter of SKILL.md and the line where the body starts (1-based).
 
-    Reads line by line and stops at the closing `---`: the body is not read at start-up.
+    A small file (most are) is read whole in one system call; the answer is the line reader's,
+    which decodes a prefix of the same valid UTF-8. Anything else (a big body, `\r\n` line
+    breaks, text that is not UTF-8, no plain `---` line closing) takes the line reader.
     """
+    text = read_small(path)
+    if text is not None and text.startswith("---\n") and (end := text.find("\n---\n", 3)) != -1:
+        front = text[4 : end + 1]
+        return front, front.count("\n") + 3
+    return _read_front_lines(path)
+
+
+def _read_front_lines(path: Path) -> tuple[str, int]:
+    """`read_front_matter` line by line, stopping at the closing `---`: a big body is not read."""
     with path.open(encoding="utf-8") as fh:
         if fh.readline().strip() != "---":
             raise ValueError("SKILL.md must start with a '---' line opening the YAML front matter")

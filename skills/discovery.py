@@ -126,13 +126,13 @@ def discover(root: Path, *, max_depth: int = MAX_DEPTH, max_folders: int = MAX_F
             break
         try:
             with os.scandir(folder) as scan:
-                entries = sorted(scan, key=lambda e: e.name)
+                entries = list(scan)
         except OSError as exc:
             found.skipped.append(Skipped(folder, f"cannot be read: {exc.strerror or exc}", "check its permissions"))
             continue
         skill_md = next((e for e in entries if e.name == "SKILL.md"), None)
         if skill_md is not None:
-            if _skill_md_usable(Path(skill_md.path), boundary, found):
+            if _skill_md_usable(skill_md, boundary, found):
                 found.folders.append(folder)
             continue  # below a SKILL.md are that skill's files
         if any(e.name == "skill.yaml" for e in entries):
@@ -141,7 +141,7 @@ def discover(root: Path, *, max_depth: int = MAX_DEPTH, max_folders: int = MAX_F
             )
             continue
         below: list[tuple[Path, int]] = []
-        for entry in entries:
+        for entry in sorted(entries, key=lambda e: e.name):  # a skill folder's own files need no order
             path = Path(entry.path)
             if entry.name in SKIP_DIRS:
                 continue
@@ -168,9 +168,11 @@ def discover(root: Path, *, max_depth: int = MAX_DEPTH, max_folders: int = MAX_F
     return found
 
 
-def _skill_md_usable(skill_md: Path, boundary: Path, found: Discovery) -> bool:
-    if not skill_md.is_symlink():
-        return skill_md.is_file()
+def _skill_md_usable(entry: os.DirEntry[str], boundary: Path, found: Discovery) -> bool:
+    # The directory entry knows its type: a plain SKILL.md file costs no system call here.
+    if not entry.is_symlink():
+        return _is_file(entry)
+    skill_md = Path(entry.path)
     target = os.readlink(skill_md)
     if not skill_md.exists():
         found.skipped.append(
