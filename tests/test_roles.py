@@ -191,7 +191,9 @@ outputs:
 async def test_two_parallel_agents_are_stopped_together_by_the_runs_shared_budget(
     home: Path, stub: AnthropicStub
 ) -> None:
-    for _ in range(4):  # each turn spends 60 tokens; each agent alone may spend 10,000
+    # Each turn spends 60 tokens; each agent alone may spend 10,000. At most three turns run, and
+    # the server may ask for the registered pipeline's overview in the background: five replies.
+    for _ in range(5):
         stub.reply(tool_uses=[{"name": "number-stats", "input": {"values": [1, 2]}}], input_tokens=50, output_tokens=10)
     async with connect(home, None) as client:
         registered = data_of(await client.call_tool("register_pipeline", {"yaml": BUDGET}))
