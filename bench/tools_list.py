@@ -39,8 +39,11 @@ def load_catalog(folder: Path) -> Catalog:
 
 
 def build_server(home: Path, folder: Path) -> OrchestratorServer:
-    # No built-in skills: the listing holds exactly the 10 or the 1,000 generated ones.
-    return create_server(home=home, skill_dirs=[folder], builtin=False)
+    # No built-in skills: the listing holds exactly the 10 or the 1,000 generated ones, one tool
+    # per skill on one page (catalogue mode and paging are measured by bench/wild.py).
+    return create_server(
+        home=home, skill_dirs=[folder], builtin=False, pipelines=False, catalogue="off", page_size=5_000
+    )
 
 
 def lister(client: Client, expected: int) -> Callable[[], Awaitable[ListToolsResult]]:

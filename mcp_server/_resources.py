@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from skills.discovery import is_hidden
 from skills.errors import clip
 
 __all__ = ["MAX_RESOURCE_BYTES", "RESOURCE_NOT_FOUND", "ResourceRefused", "read_skill_file", "resource_error"]
@@ -45,15 +46,24 @@ def resource_error(exc: ResourceError | OSError, uri: str, protocol_version: str
     return MCPError(code=INTERNAL_ERROR, message=str(exc), data=data)
 
 
-def read_skill_file(root: Path, rel: str) -> tuple[str | bytes, str]:
-    """Content and MIME type of `rel` inside `root`; refuses anything outside the folder."""
+def read_skill_file(root: Path, rel: str, boundary: Path | None = None) -> tuple[str | bytes, str]:
+    """Content and MIME type of `rel` inside `root`; refuses anything outside the folder.
+
+    A link inside the skill is followed while its target stays inside `boundary` (the root being
+    served: a SKILL.md linked to a sibling skill's). Hidden files are refused, as they are left
+    out of the skill's file list (`skills.discovery.is_hidden`).
+    """
     rel = unquote(rel)
     shown = clip(rel)
     if rel.startswith("/") or "\\" in rel or "\0" in rel or any(part == ".." for part in rel.split("/")):
         raise ResourceRefused(f"refused: '{shown}' escapes the skill folder; use a path relative to the skill")
+    if is_hidden(rel):
+        raise ResourceRefused(
+            f"refused: '{shown}' is a hidden file (a dot-file, or in a tooling folder); hidden files are not served"
+        )
     base = root.resolve()
     target = (base / rel).resolve()
-    if not target.is_relative_to(base):
+    if not target.is_relative_to(base) and not target.is_relative_to((boundary or root).resolve()):
         raise ResourceRefused(f"refused: '{shown}' leads outside the skill folder")
     if not target.is_file():
         raise ResourceNotFoundError(f"no file '{shown}' in skill folder (list it with the skill's tool)")

@@ -34,11 +34,22 @@ from mcp_types import (
     EmptyResult,
     GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListToolsResult,
     NotificationParams,
+    PaginatedRequestParams,
     PromptMessage,
+    ServerTasksCapability,
+    ServerTasksRequestsCapability,
     SetLevelRequestParams,
+    TasksCallCapability,
+    TasksCancelCapability,
+    TasksListCapability,
+    TasksToolsCapability,
     TextContent,
     ToolAnnotations,
+    ToolExecution,
 )
 from mcp_types import Prompt as MCPPrompt
 from mcp_types import PromptArgument as MCPPromptArgument
@@ -66,20 +77,30 @@ from skills import (
     UnknownSkillError,
 )
 from skills._schema import check_arguments
+from skills.checks import unknown_models
+from skills.discovery import ARCHIVE_SUFFIXES
 from skills.errors import clip
+from skills.sources import report_roots
 
 from . import __version__
 from ._access import Access
+from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
-from ._pipelines import META_TOOLS, MetaTool, read_pipeline_resource
+from ._paging import DEFAULT_PAGE_SIZE, Pager
+from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
+from ._skills_ext import SkillsExtension
 from ._upstreams import PendingPipelines
+from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, install, task_wire
 
 if TYPE_CHECKING:
     from adapters import ServerSource
     from adapters.models import ModelService
     from pipelines.service import PipelineService
+
+    from .tasks import TaskService
+
 
 __all__ = ["OrchestratorServer", "create_server"]
 
@@ -105,9 +126,23 @@ class OrchestratorServer(MCPServer):
         watch: bool = False,
         pipelines: PipelineService | None = None,
         servers: ServerSource | None = None,
+        catalogue: CatalogueMode = "auto",
+        catalogue_threshold: int = DEFAULT_THRESHOLD,
+        page_size: int = DEFAULT_PAGE_SIZE,
         access: Access | None = None,
     ) -> None:
-        super().__init__(name="orchestrator", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+        pager = Pager(page_size)
+        super().__init__(
+            name="orchestrator",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            log_level="WARNING",
+            lifespan=_lifespan,
+            extensions=[SkillsExtension(lambda: self.catalog, pager)],
+        )
+        self.pager = pager
+        self.catalogue: CatalogueMode = catalogue
+        self.catalogue_threshold = catalogue_threshold
         self.catalog = catalog
         self.home = home
         self.pipelines = pipelines
@@ -130,8 +165,8 @@ class OrchestratorServer(MCPServer):
         create = low.create_initialization_options
         changes = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
         low.create_initialization_options = (  # type: ignore[method-assign]
-            lambda notification_options=None, *a, **k: create(
-                notification_options or (changes if self.list_changed_to_handshake_clients else None), *a, **k
+            lambda notification_options=None, *a, **k: _with_tasks(
+                create(notification_options or (changes if self.list_changed_to_handshake_clients else None), *a, **k)
             )
         )
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
@@ -141,8 +176,12 @@ class OrchestratorServer(MCPServer):
         self._log_levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         low.add_request_handler("logging/setLevel", SetLevelRequestParams, self._set_log_level)
         low.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
-        self._wire_cache: dict[tuple[str, str, int], Any] = {}
+        self._wire_cache: dict[tuple[str, str, int, str], Any] = {}
         low.middleware.append(self._cached_listings)
+        self._lifespans = 0
+        if home is not None:  # tasks need a home (their records live in its state.sqlite)
+            install(low, lambda: self.tasks)
+            low.middleware.append(self._core_task_calls)
 
     async def _cached_listings(self, ctx: Any, call_next: Any) -> Any:
         """Serve repeated list requests from their wire form.
@@ -151,9 +190,10 @@ class OrchestratorServer(MCPServer):
         tools); the listing only changes with the Catalog, so its wire dict is kept per
         (method, protocol version, catalog version) and reused until the Catalog changes.
         """
-        if ctx.method not in _LISTINGS or (ctx.params or {}).get("cursor"):
+        if ctx.method not in _LISTINGS:
             return await call_next(ctx)
-        key = (ctx.method, ctx.protocol_version or "", self.catalog.version)
+        cursor = (ctx.params or {}).get("cursor")
+        key = (ctx.method, ctx.protocol_version or "", self.catalog.version, cursor if isinstance(cursor, str) else "")
         hit = self._wire_cache.get(key)
         if hit is None:
             hit = await call_next(ctx)
@@ -163,58 +203,149 @@ class OrchestratorServer(MCPServer):
         return hit
 
     # -- tools -----------------------------------------------------------------------------
+    def catalogue_active(self) -> bool:
+        """Whether tools/list shows the catalogue tools instead of one tool per skill (`_catalogue`)."""
+        return self.catalogue == "on" or (self.catalogue == "auto" and len(self.catalog) > self.catalogue_threshold)
+
     async def list_tools(self) -> list[MCPTool]:
         cached = self._tool_cache
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
-        tools = [_tool_of(skill) for skill in self.catalog]
+        tools = catalogue_tools() if self.catalogue_active() else [_tool_of(skill) for skill in self.catalog]
         if self.pipelines is not None:
-            tools += [meta.tool for meta in META_TOOLS.values()]
+            tools += [_with_task_support(meta.tool, meta.tool.name in TASK_META_TOOLS) for meta in META_TOOLS.values()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
+
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        tools, cursor = self.pager.page("tools/list", await self.list_tools(), params.cursor if params else None)
+        return ListToolsResult(tools=tools, next_cursor=cursor)
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
         skill = self.catalog.find(name)
         if skill is None and name in META_TOOLS:
             return META_TOOLS[name].tool.input_schema
+        if skill is None and name in CATALOGUE_TOOLS:
+            return CATALOGUE_TOOLS[name].input_schema
         return None if skill is None else skill.input_schema
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult | InputRequiredResult:
-        """Run one tool call; every failure is the error envelope of SPEC 7 (see `_results`)."""
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+        """Run one tool call; every failure is the error envelope of SPEC 7 (see `_results`).
+
+        The call runs at once, or parked across 2026-07-28 input rounds, or as a task when the
+        client asked for one (see `tasks`).
+        """
+        if name in CATALOGUE_TOOLS and self.catalog.find(name) is None and self.catalogue_active():
+            return await call_catalogue(self, name, arguments, context)
+        target = self.target(name)
+        if isinstance(target, CallToolResult):
+            return target
+        try:
+            check_arguments(name, self._tool_input_schema(name) or {}, arguments)
+        except SkillsError as exc:
+            return error_result(
+                exc, where=where_in(getattr(target.skill, "root", None), exc), output_schema=target.output_schema
+            )
+        if context is not None and context.request_context is not None and self.home is not None:
+            request = context.request_context
+            if target.may_task and _declares_tasks(request):
+                return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
+            return await continue_in_rounds(
+                self.tasks,
+                target,
+                arguments,
+                context,
+                lambda: self.skill_context(target.skill, context),
+                lambda ctx: self.access.bound(ctx, context),
+            )
+        ctx = self.skill_context(target.skill, context)
+        async with self.access.bound(ctx, context):
+            return await target.body(arguments, ctx)()
+
+    def target(self, name: str) -> CallTarget | CallToolResult:
+        """The tool called `name` as the call path needs it (an unknown-tool envelope if none)."""
         skill = self.catalog.find(name)
         if skill is None:
             if name in META_TOOLS and self.pipelines is not None:
-                return await self._call_meta(META_TOOLS[name], arguments, context)
+                meta = META_TOOLS[name]
+                schema = meta.tool.output_schema
+                return CallTarget(
+                    name=name,
+                    skill=_MetaSkill(name),
+                    output_schema=schema,
+                    may_task=name in TASK_META_TOOLS,
+                    run=lambda arguments, ctx: meta.handler(self.pipelines, arguments, ctx),  # type: ignore[arg-type]
+                    finish=lambda work, ctx: _finish_meta(name, schema, work),
+                )
             return error_result(self._unknown(name), where="name")
-        schema = skill.output_schema
+        return CallTarget(
+            name=skill.name,
+            skill=skill,
+            output_schema=skill.output_schema,
+            may_task=skill.kind in ("pipeline", "agent"),
+            run=skill.run,
+            finish=lambda work, ctx: _finish_skill(skill, work, ctx),
+            is_pipeline=skill.kind == "pipeline",
+        )
+
+    async def _start_task(
+        self, target: CallTarget, arguments: dict[str, Any], context: Context[Any, Any], *, era: str, ttl_ms: int | None
+    ) -> CallToolResult | dict[str, Any]:
+        ctx = self.skill_context(target.skill, context, parked=True)
+        record = await self.tasks.create(
+            target, arguments, context, ctx, era=era, ttl_ms=ttl_ms, bound=lambda: self.access.bound(ctx, context)
+        )
+        if isinstance(record, CallToolResult):
+            return record
+        if era == "extension":
+            return {"resultType": "task", **task_wire(record, self.tasks, modern=True)}
+        return {"task": task_wire(record, self.tasks, modern=False)}
+
+    async def _core_task_calls(self, ctx: Any, call_next: Any) -> Any:
+        """2025-11-25 `tools/call` with `task`: answered with the task (core tasks, SEP-1686).
+
+        A middleware, not the handler: the SDK checks a handler's `tools/call` result against
+        `CallToolResult` in that era, and a task is another shape.
+        """
+        params = ctx.params or {}
+        if ctx.method != "tools/call" or "task" not in params or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return await call_next(ctx)
+        from mcp_types import CallToolRequestParams
+
         try:
-            check_arguments(name, skill.input_schema, arguments)
-            ctx = self.skill_context(skill, context)
-            run_resumable = _run_resumable()
-            async with self.access.bound(ctx, context):
-                value = await run_resumable(ctx, lambda: skill.run(arguments, ctx))
-        except SkillsError as exc:
-            log.info("tool %s failed: %s", name, exc)
-            return error_result(exc, where=where_in(skill.root, exc), output_schema=schema)
-        except anyio.get_cancelled_exc_class():
-            if cancel_pending():
-                raise  # the client (or shutdown) cancelled the call: there is no one to answer
-            log.info("tool %s: its work was cancelled from inside", name)
-            return error_result(
-                SkillCancelledError(f"'{name}' was cancelled before it finished", hint="call it again"),
-                output_schema=schema,
+            call = CallToolRequestParams.model_validate(params, by_name=False)
+        except ValueError:
+            return await call_next(ctx)
+        target = self.target(call.name)
+        if isinstance(target, CallToolResult) or not target.may_task:
+            raise MCPError(
+                code=-32601,
+                message=f"'{clip(call.name, 64)}' cannot run as a task (its execution.taskSupport is not 'optional')",
             )
-        except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
-            return _internal(name, schema)
-        if isinstance(value, InputRequiredResult):
-            return value
-        notes: list[str] = []
-        result = to_result(skill, value, notes)
-        for note in notes:
-            await ctx.warning(note)
-        return result
+        context = Context(request_context=ctx, mcp_server=self, input_params=call)
+        arguments = call.arguments or {}
+        try:
+            check_arguments(call.name, self._tool_input_schema(call.name) or {}, arguments)
+        except SkillsError as exc:
+            return _wire(error_result(exc, output_schema=target.output_schema))
+        ttl = call.task.ttl if call.task is not None else None
+        started = await self._start_task(target, arguments, context, era="core", ttl_ms=ttl)
+        return _wire(started) if isinstance(started, CallToolResult) else started
+
+    @cached_property
+    def tasks(self) -> TaskService:
+        """The server's tasks and parked calls (made on first use)."""
+        from .tasks import SqliteTaskStore, TaskService, load_task_limits
+
+        assert self.home is not None
+        return TaskService(
+            SqliteTaskStore(self.home.state_db),
+            load_task_limits(self.home.root / "config.yaml"),
+            pipelines=self.pipelines,
+            sinks=lambda context, name: (context.report_progress, _client_logger(context, name, self._log_levels)),
+        )
 
     def _unknown(self, name: str) -> SkillsError:
         """The unknown-tool error; a name no tool could have gets no (costly) suggestions."""
@@ -223,24 +354,6 @@ class OrchestratorServer(MCPServer):
                 f"no skill or tool named '{clip(name, 64)}'", hint="list the tools to see what exists"
             )
         return self.catalog.unknown(name)
-
-    async def _call_meta(
-        self, meta: MetaTool, arguments: dict[str, Any], context: Context[Any, Any] | None
-    ) -> CallToolResult | InputRequiredResult:
-        schema = meta.tool.output_schema
-        try:
-            check_arguments(meta.tool.name, meta.tool.input_schema, arguments)
-        except SkillsError as exc:
-            return error_result(exc, output_schema=schema)
-        meta_ctx = self.skill_context(_MetaSkill(meta.tool.name), context)
-        try:
-            async with self.access.bound(meta_ctx, context):
-                return await _run_resumable()(meta_ctx, lambda: meta.handler(self.pipelines, arguments, meta_ctx))
-        except SkillsError as exc:
-            log.info("tool %s failed: %s", meta.tool.name, exc)
-            return error_result(exc, output_schema=schema)
-        except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
-            return _internal(meta.tool.name, schema)
 
     @cached_property
     def _runs_dir(self) -> Path | None:
@@ -253,7 +366,7 @@ class OrchestratorServer(MCPServer):
 
         return ModelService(self.home)
 
-    def skill_context(self, skill: Skill, context: Context[Any, Any] | None) -> SkillContext:
+    def skill_context(self, skill: Skill, context: Context[Any, Any] | None, *, parked: bool = False) -> SkillContext:
         """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
         the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
         run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
@@ -262,12 +375,19 @@ class OrchestratorServer(MCPServer):
         if context is not None and context.request_context is not None:
             ctx.progress_fn = context.report_progress
             ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
-            ctx.extras.update(_client_requests(context))
-        self.models.attach(ctx, context)
+            if not parked:  # a parked call outlives its request: the client is asked through the inbox
+                ctx.extras.update(_client_requests(context))
+        self.models.attach(ctx, context, parked=parked)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
         return ctx
 
     # -- resources ---------------------------------------------------------------------------
+    async def _handle_list_resources(self, ctx: Any, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        items, cursor = self.pager.page(
+            "resources/list", await self.list_resources(), params.cursor if params else None
+        )
+        return ListResourcesResult(resources=items, next_cursor=cursor)
+
     async def list_resources(self) -> list[MCPResource]:
         return [
             MCPResource(
@@ -335,10 +455,14 @@ class OrchestratorServer(MCPServer):
         skill = self.catalog.find(name)
         if skill is None or skill.root is None:
             raise ResourceNotFoundError(f"no skill named '{clip(name, 64)}' with files (from {clip(text)})")
-        content, mime = read_skill_file(skill.root, rel or "SKILL.md")
+        content, mime = read_skill_file(skill.root, rel or "SKILL.md", getattr(skill, "boundary", None))
         return [ReadResourceContents(content=content, mime_type=mime)]
 
     # -- prompts -----------------------------------------------------------------------------
+    async def _handle_list_prompts(self, ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        items, cursor = self.pager.page("prompts/list", await self.list_prompts(), params.cursor if params else None)
+        return ListPromptsResult(prompts=items, next_cursor=cursor)
+
     async def list_prompts(self) -> list[MCPPrompt]:
         return [
             MCPPrompt(
@@ -543,6 +667,7 @@ def _tool_of(skill: Skill) -> MCPTool:
         input_schema=skill.input_schema,
         output_schema=skill.output_schema,
         annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
+        execution=ToolExecution(task_support="optional") if skill.kind in ("pipeline", "agent") else None,
     )
 
 
@@ -581,19 +706,6 @@ class _MetaSkill:
         self.name = name
 
 
-_RESUMABLE: list[Any] = []
-
-
-def _run_resumable() -> Any:
-    """`adapters.models.run_resumable` (pauses a call for the client's model in 2026-07-28),
-    imported on the first call rather than at start-up, then kept."""
-    if not _RESUMABLE:
-        from adapters.models import run_resumable
-
-        _RESUMABLE.append(run_resumable)
-    return _RESUMABLE[0]
-
-
 def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     """How a skill (an imported tool's upstream, later a model) may ask our client mid-call.
 
@@ -628,6 +740,85 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     return extras
 
 
+TASK_META_TOOLS = frozenset({"create_skill", "plan_and_run", "orchestrate", "spawn_agent"})
+"""Meta tools that may run as tasks (besides every pipeline and agent skill)."""
+
+
+async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolResult:
+    """A skill's work made its result: the value, or the envelope of what went wrong."""
+    name, schema = skill.name, skill.output_schema
+    try:
+        value = await work()
+    except SkillsError as exc:
+        log.info("tool %s failed: %s", name, exc)
+        return error_result(exc, where=where_in(skill.root, exc), output_schema=schema)
+    except anyio.get_cancelled_exc_class():
+        if cancel_pending():
+            raise  # the client (or shutdown) cancelled the call: there is no one to answer
+        log.info("tool %s: its work was cancelled from inside", name)
+        return error_result(
+            SkillCancelledError(f"'{name}' was cancelled before it finished", hint="call it again"),
+            output_schema=schema,
+        )
+    except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
+        return _internal(name, schema)
+    notes: list[str] = []
+    result = to_result(skill, value, notes)
+    for note in notes:
+        await ctx.warning(note)
+    return result
+
+
+async def _finish_meta(name: str, schema: dict[str, Any] | None, work: Any) -> CallToolResult:
+    try:
+        return await work()  # type: ignore[no-any-return]
+    except SkillsError as exc:
+        log.info("tool %s failed: %s", name, exc)
+        return error_result(exc, output_schema=schema)
+    except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
+        return _internal(name, schema)
+
+
+def _declares_tasks(request: Any) -> bool:
+    """Whether a 2026-07-28 request declares the tasks extension (then it may get a task)."""
+    if request.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    caps = request.session.client_capabilities
+    return bool(caps is not None and caps.extensions and TASKS_EXTENSION in caps.extensions)
+
+
+def _with_task_support(tool: MCPTool, may_task: bool) -> MCPTool:
+    return tool.model_copy(update={"execution": ToolExecution(task_support="optional")}) if may_task else tool
+
+
+def _with_tasks(options: Any) -> Any:
+    """Handshake-era capabilities say that tools may run as tasks (2025-11-25 core tasks)."""
+    options.capabilities.tasks = ServerTasksCapability(
+        list=TasksListCapability(),
+        cancel=TasksCancelCapability(),
+        requests=ServerTasksRequestsCapability(tools=TasksToolsCapability(call=TasksCallCapability())),
+    )
+    return options
+
+
+def _wire(result: CallToolResult) -> dict[str, Any]:
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+@asynccontextmanager
+async def _lifespan(server: OrchestratorServer) -> AsyncIterator[dict[str, Any]]:
+    """Count the server's open lifespans; when the last ends, stop what still runs (its runs
+    are recorded as cancelled, resumable) so that nothing outlives the server."""
+    server._lifespans += 1
+    try:
+        yield {}
+    finally:
+        server._lifespans -= 1
+        if server._lifespans == 0 and "tasks" in server.__dict__:
+            with anyio.CancelScope(shield=True):
+                await server.tasks.aclose()
+
+
 def create_server(
     *,
     home: str | Path | Home | None = None,
@@ -636,12 +827,17 @@ def create_server(
     builtin: bool = True,
     pipelines: bool = True,
     servers: str | Path | None = None,
+    catalogue: CatalogueMode = "auto",
+    catalogue_threshold: int = DEFAULT_THRESHOLD,
+    page_size: int = DEFAULT_PAGE_SIZE,
     allow_dirs: Sequence[str | Path] | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
 
-    `allow_dirs`: the folders file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else
-    the working directory; a client's MCP roots narrow them).
+    `catalogue`, `catalogue_threshold`: catalogue mode (see `_catalogue`); `page_size`: items per
+    page of tools/list, resources/list, prompts/list and skills/list. `allow_dirs`: the folders
+    file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else the working directory; a
+    client's MCP roots narrow them).
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
@@ -651,11 +847,12 @@ def create_server(
     providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})", cache_dir=home.cache_dir))
     for extra in skill_dirs:
         path = Path(extra).expanduser().resolve()
-        if not path.is_dir():
-            log.error("--skills %s is not a directory; skipped", path)
+        if not path.is_dir() and not (path.is_file() and path.suffix.lower() in ARCHIVE_SUFFIXES):
+            log.error("--skills %s is not a directory or a skill archive (.zip, .skill); skipped", path)
             continue
         providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
     catalog = Catalog(providers, enabled=home.enabled_overrides())
+    report_roots(providers)
     upstreams = None
     servers_file = Path(servers).expanduser() if servers else home.servers_file
     if servers_file.is_file() and _lists_servers(servers_file):
@@ -679,12 +876,25 @@ def create_server(
 
         model_service = ModelService(home)
         service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
+        for warning in unknown_models(catalog, model_service.registry.known()):
+            log.warning("%s", warning)
     home.record(catalog)
     access = Access(home, allow_dirs)
-    server = OrchestratorServer(catalog, home=home, watch=watch, pipelines=service, servers=upstreams, access=access)
+    server = OrchestratorServer(
+        catalog,
+        home=home,
+        watch=watch,
+        pipelines=service,
+        servers=upstreams,
+        access=access,
+        catalogue=catalogue,
+        catalogue_threshold=catalogue_threshold,
+        page_size=page_size,
+    )
     server.pending = PendingPipelines(server)  # a pipeline waiting for an upstream is pending, not broken
     for problem in server.pending.sort_out(catalog.problems()):
-        log.error("not published: %s", problem.error)
+        skipped = all(p.severity == "warning" for p in problem.problems)
+        log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
     return server

@@ -38,6 +38,7 @@ def usage_of(steps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
                 output_tokens=int(tally.get("output_tokens", 0)),
                 cost_usd=float(tally.get("cost_usd", 0.0)),
                 calls=int(tally.get("calls", 0)),
+                estimated=bool(tally.get("estimated", False)),
             )
         )
     per_step = {

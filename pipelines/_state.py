@@ -72,7 +72,13 @@ def _add_usage(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[s
     out = dict(old or {})
     for step, tally in new.items():
         mine = out.get(step)
-        out[step] = tally if mine is None else {k: mine.get(k, 0) + v for k, v in tally.items()}
+        if mine is None:
+            out[step] = tally
+            continue
+        summed = {**mine, **{k: mine.get(k, 0) + v for k, v in tally.items() if not isinstance(v, bool)}}
+        if tally.get("estimated") or mine.get("estimated"):  # a flag, not a count
+            summed["estimated"] = True
+        out[step] = summed
     return out
 
 

@@ -8,40 +8,24 @@ walk visits each node once: a node repeated by aliases keeps the position of its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from skills._positions import Path_, Positions, walk
 from skills._yaml import YAMLLimitError, compose_yaml, mark_of
 
 from .errors import Issue, VerificationError
 
 __all__ = ["Path_", "SourceMap", "load_with_positions"]
 
-Path_ = tuple[str | int, ...]
-
 
 @dataclass
-class SourceMap:
-    """Positions (1-based line, column) of values and keys, by their path in the data."""
+class SourceMap(Positions):
+    """Positions (1-based line, column) of values and keys of one pipeline file."""
 
-    file: str
-    values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    duplicates: list[tuple[Path_, tuple[int, int]]] = field(default_factory=list)
-
-    def at(self, path: Path_, *, key: bool = False) -> tuple[int, int]:
-        """Position of `path` (its key when `key`), else of its nearest ancestor, else 1:1."""
-        table = self.keys if key else self.values
-        probe = tuple(path)
-        while probe:
-            if probe in table:
-                return table[probe]
-            if key and probe in self.values:
-                return self.values[probe]
-            probe = probe[:-1]
-        return self.values.get((), (1, 1))
+    file: str = "<pipeline>"
 
     def issue(self, path: Path_, message: str, hint: str = "", *, key: bool = False, **kw: Any) -> Issue:
         line, col = self.at(path, key=key)
@@ -50,7 +34,7 @@ class SourceMap:
 
 def load_with_positions(text: str, file: str) -> tuple[Any, SourceMap]:
     """Parse YAML text; return the data and its source map. Syntax errors raise with position."""
-    smap = SourceMap(file)
+    smap = SourceMap(file=file)
     try:
         node, data = compose_yaml(text)
     except yaml.YAMLError as exc:
@@ -68,32 +52,5 @@ def load_with_positions(text: str, file: str) -> tuple[Any, SourceMap]:
         issue = Issue(file, line, col, f"YAML {kind}: {problem}", hint)
         raise VerificationError("the pipeline is not valid YAML", issues=[issue]) from None
     if node is not None:
-        _walk(node, smap)
+        walk(node, smap)
     return data, smap
-
-
-def _walk(root: yaml.Node, smap: SourceMap) -> None:
-    """Record the position of every path, visiting each node once and without recursion."""
-    seen: set[int] = set()
-    stack: list[tuple[yaml.Node, Path_]] = [(root, ())]
-    while stack:
-        node, path = stack.pop()
-        smap.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if id(node) in seen:
-            continue  # repeated by an alias: its inside was recorded under its first path
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            keys: set[Any] = set()
-            children: list[tuple[yaml.Node, Path_]] = []
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
-                child = (*path, key)
-                pos = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-                if key in keys:
-                    smap.duplicates.append((child, pos))
-                keys.add(key)
-                smap.keys[child] = pos
-                children.append((value_node, child))
-            stack.extend(reversed(children))  # depth-first in document order, as the recursion went
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, (*path, index)) for index, item in reversed(list(enumerate(node.value))))

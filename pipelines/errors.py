@@ -97,6 +97,9 @@ class VerificationError(PipelineError):
     """A pipeline file with one or more problems; all of them are in `issues`, in file order."""
 
     issues: list[Issue]
+    partial: tuple[Any, Any] | None = None
+    """(spec, source map) of the pipeline without the values the schema refused, when that is a
+    valid pipeline: verification checks it too, so every mistake is reported at once."""
 
     def __init__(self, message: str, *, hint: str = "", issues: list[Issue] | None = None) -> None:
         super().__init__(message, hint=hint)

@@ -54,11 +54,48 @@ def load_spec(text: str, file: str = "<pipeline>") -> tuple[PipelineSpec, Source
     except ValidationError as exc:
         issues.extend(_issues_of(exc, data, smap))
         issues.sort(key=lambda i: (i.line, i.col))
-        raise VerificationError(f"{len(issues)} problem(s) in the pipeline", issues=issues) from None
+        error = VerificationError(f"{len(issues)} problem(s) in the pipeline", issues=issues)
+        partial = _without_bad_values(data, exc)
+        if partial is not None:
+            _assign_paths(partial.steps, ("steps",))
+            error.partial = (partial, smap)
+        raise error from None
     if issues:
         raise VerificationError(f"{len(issues)} problem(s) in the pipeline", issues=issues)
     _assign_paths(spec.steps, ("steps",))
     return spec, smap
+
+
+def _without_bad_values(data: dict[str, Any], exc: ValidationError) -> PipelineSpec | None:
+    """The pipeline with every key the schema refused taken out, when that leaves a valid one.
+
+    Verification then checks the rest (names, skills, models, arguments) too, so that a
+    `max_parallel: four` does not hide an undefined variable three steps further: every mistake
+    is reported at once. A refused value that is required (or an item of a list) cannot be taken
+    out; then only the schema's issues are reported.
+    """
+    import copy
+
+    data = copy.deepcopy(data)
+    for _ in range(5):
+        for err in exc.errors():
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "list["))))
+            if err["type"] == "missing" or not loc or isinstance(loc[-1], int):
+                return None
+            parent: Any = data
+            for part in loc[:-1]:
+                try:
+                    parent = parent[part]
+                except (KeyError, IndexError, TypeError):
+                    return None
+            if not isinstance(parent, dict) or loc[-1] not in parent:
+                return None
+            del parent[loc[-1]]
+        try:
+            return PipelineSpec.model_validate(data)
+        except ValidationError as again:
+            exc = again
+    return None
 
 
 def _assign_paths(steps: list[StepSpec], base: Path_) -> None:

@@ -32,6 +32,9 @@ __all__ = ["PipelineService"]
 
 log = logging.getLogger("pipelines.service")
 
+RUN_IDS_KEY = "run_ids"
+"""`ctx.extras` list (when the caller put one there) to which each run started under it adds its id."""
+
 
 class PipelineService:
     """Pipelines of one home, attached to one Catalog."""
@@ -91,10 +94,14 @@ class PipelineService:
     def load_file(self, path: Path) -> PipelineSkill:
         """A pipeline file outside the published folders, verified, ready to run (`orchestrator run FILE`)."""
         from .loader import load_spec_file
-        from .verify import verify
+        from .verify import all_issues, verify
 
         path = path.resolve()
-        spec, smap = load_spec_file(path)
+        try:
+            spec, smap = load_spec_file(path)
+        except VerificationError as exc:
+            exc.issues = all_issues(exc, catalog=self.catalog, pipelines=self.specs(), models=self._models())
+            raise
         issues = verify(
             spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec}, models=self._models()
         )
@@ -123,6 +130,9 @@ class PipelineService:
     ) -> dict[str, Any]:
         """Run a pipeline under a new run id; failures say how to resume."""
         run_id = run_id or new_run_id()
+        started = ctx.extras.get(RUN_IDS_KEY)
+        if isinstance(started, list):  # the caller keeps the run ids (to resume a parked call's run)
+            started.append(run_id)
         artifacts = self.artifact_dir(skill.name, run_id)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self._drive(skill, inputs, ctx, run_id, resume=False)

@@ -190,6 +190,7 @@ class PipelineSource(FolderProvider):
             sorted(p for p in self.root.glob("*.y*ml") if p.suffix in (".yaml", ".yml")) if self.root.is_dir() else []
         )
         parsed: dict[Path, PipelineSpec] = {}
+        broken: dict[Path, VerificationError] = {}
         problems: list[LoadProblem] = []
         for file in files:
             stat = file.stat()
@@ -201,11 +202,13 @@ class PipelineSource(FolderProvider):
             try:
                 parsed[file], self._maps[file] = load_spec_file(file)
             except VerificationError as exc:
-                problems.append(_problem(self.label, file, exc.issues))
+                broken[file] = exc
                 continue
             self._stamps[file] = stamp
         skills: dict[Path, PipelineSkill] = {}
         known = {**self.others(), **{spec.id: spec for spec in parsed.values()}}
+        for file, exc in broken.items():
+            problems.append(_problem(self.label, file, self._all_issues(exc, known)))
         for file, spec in parsed.items():
             issues = self._verify(file, spec, known)
             errors = [i for i in issues if i.severity == "error"]
@@ -220,6 +223,12 @@ class PipelineSource(FolderProvider):
         changed = changed or [p.error.message for p in problems] != [p.error.message for p in self._problems]
         self._skills, self._problems = skills, problems
         return changed
+
+    def _all_issues(self, exc: VerificationError, known: dict[str, PipelineSpec]) -> list[Issue]:
+        from .verify import all_issues
+
+        models = self.models() if self.models is not None else None
+        return all_issues(exc, catalog=self.catalog, pipelines=known, models=models)
 
     def _verify(self, file: Path, spec: PipelineSpec, known: dict[str, PipelineSpec]) -> list[Issue]:
         from .verify import verify

@@ -41,7 +41,7 @@ from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
 if TYPE_CHECKING:
     from skills import Catalog
 
-__all__ = ["check_text", "verify"]
+__all__ = ["all_issues", "check_text", "verify"]
 
 _BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _REMOVED_GLOBALS = frozenset({"lipsum", "cycler", "joiner", "namespace"})
@@ -60,8 +60,26 @@ def check_text(
     try:
         spec, smap = load_spec(text, file)
     except VerificationError as exc:
-        return None, sorted(exc.issues, key=lambda i: (i.line, i.col))
+        return None, all_issues(exc, catalog=catalog, pipelines=pipelines, models=models)
     return spec, verify(spec, smap, catalog=catalog, pipelines=pipelines, models=models)
+
+
+def all_issues(
+    exc: VerificationError,
+    *,
+    catalog: Catalog | None = None,
+    pipelines: Mapping[str, PipelineSpec] | None = None,
+    models: Collection[str] | None = None,
+) -> list[Issue]:
+    """A load's issues plus what verification finds in the rest of the pipeline (`exc.partial`),
+    sorted by position: the schema's mistakes do not hide the others."""
+    issues = list(exc.issues)
+    if exc.partial is not None:
+        spec, smap = exc.partial
+        seen = {(i.line, i.col) for i in issues}
+        more = verify(spec, smap, catalog=catalog, pipelines={**(pipelines or {}), spec.id: spec}, models=models)
+        issues += [i for i in more if (i.line, i.col) not in seen]
+    return sorted(issues, key=lambda i: (i.line, i.col))
 
 
 def verify(
@@ -473,11 +491,24 @@ class _Verifier:
             if found is None:
                 self.unknown_skill(step, name)
                 return
+            self.skill_model(step, found)
             if found.kind == "instructions":
                 return  # carried out by the model: any parameters are its task
             schema = found.input_schema
         if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
             self.arguments(step, name, schema, scope)
+
+    def skill_model(self, step: StepSpec, skill: Any) -> None:
+        """The model a skill's skill.yaml names, when the step does not choose its own."""
+        contract = getattr(skill, "contract", None)
+        wanted = getattr(contract, "model", None)
+        if step.model is not None or self.models is None or not isinstance(wanted, str) or wanted in self.models:
+            return
+        close = _close(wanted, self.models)
+        where = f"{skill.root}/skill.yaml" if getattr(skill, "root", None) else "its skill.yaml"
+        hint = (f"did you mean '{close}'? " if close else "") + f"fix `model:` in {where}, or give this step a `model:`"
+        message = f"skill '{skill.name}' asks for the unknown model '{wanted}'"
+        self.add((*step.path, "skill"), message, hint, "unknown-model")
 
     def agent(self, step: StepSpec, scope: Collection[str]) -> None:
         """An `agent:` step: its task parameters, its model, and the skills it may call."""

@@ -1,7 +1,7 @@
 """The skills core: the Skill protocol, the Catalog, folder skills and their executors."""
 
 from .base import Skill, SkillContext, SkillKind, SkillSource
-from .catalog import RESERVED_NAMES, TOOL_NAME, Catalog, FolderSource, LoadProblem, SkillProvider
+from .catalog import RESERVED_NAMES, TOOL_NAME, Catalog, LoadProblem, Override, SkillProvider
 from .contract import FrontMatter, SkillContract
 from .errors import (
     ArgumentsError,
@@ -23,6 +23,7 @@ from .folder import FolderSkill, check_folder, load_folder
 from .home import BUILTIN_SKILLS_DIR, Home
 from .isolation import Isolation, IsolationSettings
 from .roots import AllowedRoots, PathNotAllowedError
+from .sources import FolderSource, RootReport
 
 __all__ = [
     "BUILTIN_SKILLS_DIR",
@@ -44,8 +45,10 @@ __all__ = [
     "LoadProblem",
     "NotConnectedError",
     "OutputError",
+    "Override",
     "PathNotAllowedError",
     "Problem",
+    "RootReport",
     "Skill",
     "SkillCancelledError",
     "SkillContext",

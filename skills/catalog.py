@@ -1,35 +1,42 @@
 """The Catalog: one place that holds every skill from every source.
 
 Sources are ordered by priority (built-in < home < each `--skills DIR` < pipelines and imported
-tools as later issues add them); a skill of the same name from a later source overrides the
-earlier one, with a log line. The server only ever asks the Catalog.
+tools); a skill of the same name from a later source (or a later folder of the same root)
+overrides the earlier one, with a WARNING naming both and the winner, kept in `overrides()`
+for `skills list --json` and `doctor`. The server only ever asks the Catalog.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import logging
-import os
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .base import Skill, SkillSource
-from .contract import FrontMatter, SkillContract
+from .base import Skill
 from .errors import DefinitionError, Problem, UnknownSkillError
-from .folder import FolderSkill, folder_stamp, load_folder
 
-__all__ = ["RESERVED_NAMES", "TOOL_NAME", "Catalog", "FolderProvider", "FolderSource", "LoadProblem", "SkillProvider"]
+__all__ = ["RESERVED_NAMES", "TOOL_NAME", "Catalog", "FolderProvider", "LoadProblem", "Override", "SkillProvider"]
 
 log = logging.getLogger("skills.catalog")
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-RESERVED_NAMES = frozenset({"validate_pipeline", "register_pipeline", "create_skill", "plan_and_run"})
-"""Meta tools of the server; no skill, pipeline or upstream tool may take these names."""
+RESERVED_NAMES = frozenset(
+    {
+        "validate_pipeline",
+        "register_pipeline",
+        "create_skill",
+        "plan_and_run",
+        "find_skills",
+        "read_skill",
+        "call_skill",
+    }
+)
+"""Meta tools of the server (and the catalogue mode's tools); no skill, pipeline or upstream tool
+may take these names."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,23 @@ class LoadProblem:
     @property
     def problems(self) -> list[Problem]:
         return self.error.problems
+
+
+@dataclass(frozen=True)
+class Override:
+    """Two sources declare the same name: the later one is served, the other is not."""
+
+    name: str
+    winner: str
+    """Where the served skill comes from: its folder (or file), and the source's label."""
+    loser: str
+    """Where the skill that is not served comes from."""
+
+    def __str__(self) -> str:
+        return f"skill '{self.name}': {self.winner} overrides {self.loser}, which is not served"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "served": self.winner, "not_served": self.loser}
 
 
 class SkillProvider(Protocol):
@@ -90,122 +114,6 @@ class FolderProvider:
         raise NotImplementedError
 
 
-class FolderSource(FolderProvider):
-    """Every skill folder directly under one root directory.
-
-    With a `cache_dir`, what was parsed from each folder is kept in a JSON file keyed by the
-    folders' stamps (mtime and size of SKILL.md and skill.yaml): a restart re-parses only the
-    folders that changed, which is what keeps 1,000 skills loading in well under 300 ms.
-    """
-
-    def __init__(
-        self, root: Path, source: SkillSource, label: str | None = None, *, cache_dir: Path | None = None
-    ) -> None:
-        self.root = root
-        self.source: SkillSource = source
-        self.label = label or source
-        self._skills: dict[Path, FolderSkill] = {}
-        self._problems: list[LoadProblem] = []
-        self._loaded = False
-        self._cache_file = _cache_file(cache_dir, root) if cache_dir is not None else None
-        self._cache: dict[str, Any] | None = None
-
-    def refresh(self) -> bool:
-        """Re-scan the root; unchanged folders keep their loaded skill object."""
-        self._loaded = True
-        old_skills, old_problems = self._skills, self._problems
-        cache = self._read_cache()
-        fresh_cache: dict[str, Any] = {}
-        skills: dict[Path, FolderSkill] = {}
-        problems: list[LoadProblem] = []
-        try:
-            with os.scandir(self.root) as scan:
-                entries = sorted(e.name for e in scan if e.is_dir() and not e.name.startswith((".", "_")))
-        except (FileNotFoundError, NotADirectoryError):
-            entries = []
-        for name in entries:
-            folder = self.root / name
-            stamp = folder_stamp(folder)
-            if stamp[:2] == (0, 0):  # no SKILL.md
-                if stamp[2:] != (0, 0):
-                    err = DefinitionError(
-                        folder,
-                        [
-                            Problem(
-                                folder / "SKILL.md", "SKILL.md is missing", hint="every skill folder needs a SKILL.md"
-                            )
-                        ],
-                    )
-                    problems.append(LoadProblem(self.label, folder, err))
-                continue
-            previous = old_skills.get(folder)
-            cached = cache.get(name)
-            if previous is not None and previous.stamp == stamp:
-                skills[folder] = previous
-            elif cached is not None and tuple(cached["stamp"]) == stamp:
-                skills[folder] = _from_cache(folder, cached, self.source, stamp)
-            else:
-                try:
-                    skills[folder] = load_folder(folder, self.source, stamp)
-                except DefinitionError as exc:
-                    log.error("skill folder %s not loaded: %s", folder, exc)
-                    problems.append(LoadProblem(self.label, folder, exc))
-                    continue
-            fresh_cache[name] = (
-                cached if cached is not None and tuple(cached["stamp"]) == stamp else _cache_entry(skills[folder])
-            )
-        self._skills, self._problems = skills, problems
-        if fresh_cache != cache:
-            self._write_cache(fresh_cache)
-        changed = [id(s) for s in skills.values()] != [id(s) for s in old_skills.values()]
-        return changed or [p.error.message for p in problems] != [p.error.message for p in old_problems]
-
-    def _read_cache(self) -> dict[str, Any]:
-        if self._cache is not None or self._cache_file is None:
-            return self._cache or {}
-        try:
-            data = json.loads(self._cache_file.read_text(encoding="utf-8"))
-            self._cache = data if isinstance(data, dict) and data.get("version") == _CACHE_VERSION else {}
-        except (OSError, ValueError):
-            self._cache = {}
-        return self._cache.get("folders", {}) if self._cache else {}
-
-    def _write_cache(self, folders: dict[str, Any]) -> None:
-        self._cache = {"version": _CACHE_VERSION, "root": str(self.root), "folders": folders}
-        if self._cache_file is None:
-            return
-        try:
-            self._cache_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._cache_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self._cache), encoding="utf-8")
-            tmp.replace(self._cache_file)
-        except OSError as exc:  # a read-only home still serves, it just parses every start
-            log.debug("skill cache not written: %s", exc)
-
-
-_CACHE_VERSION = 1
-
-
-def _cache_file(cache_dir: Path, root: Path) -> Path:
-    digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
-    return cache_dir / f"skills-{digest}.json"
-
-
-def _cache_entry(skill: FolderSkill) -> dict[str, Any]:
-    contract = skill.contract
-    return {
-        "stamp": list(skill.stamp),
-        "front": skill.front.model_dump(mode="json", by_alias=True, exclude_none=True),
-        "contract": None if contract is None else contract.model_dump(mode="json", exclude_none=True),
-    }
-
-
-def _from_cache(folder: Path, entry: dict[str, Any], source: SkillSource, stamp: tuple[int, ...]) -> FolderSkill:
-    front = FrontMatter.model_validate(entry["front"])
-    contract = None if entry["contract"] is None else SkillContract.model_validate(entry["contract"])
-    return FolderSkill(folder, front, contract, source, [], stamp)
-
-
 Listener = Callable[["Catalog"], Awaitable[None]]
 
 
@@ -218,6 +126,7 @@ class Catalog:
         self._skills: dict[str, Skill] = {}
         self._hidden: dict[str, Skill] = {}
         self._conflicts: list[LoadProblem] = []
+        self._overrides: list[Override] = []
         self._listeners: list[Listener] = []
         self.version = 0
         self._merge()
@@ -313,10 +222,15 @@ class Catalog:
         for listener in list(self._listeners):
             await listener(self)
 
+    def overrides(self) -> list[Override]:
+        """Every name declared more than once, with the skill served and the one left out."""
+        return list(self._overrides)
+
     def _merge(self) -> None:
         merged: dict[str, Skill] = {}
         origin: dict[str, str] = {}
         conflicts: list[LoadProblem] = []
+        overrides: list[Override] = []
         for provider in self._providers:
             for skill in provider.skills():
                 name = skill.name
@@ -326,14 +240,20 @@ class Catalog:
                     problem = Problem(root, f"'{name}' {why}", field="name", hint="rename the skill")
                     conflicts.append(LoadProblem(provider.label, root, DefinitionError(root, [problem])))
                     continue
+                here = f"{skill.root or name} ({provider.label})"
                 if name in merged:
-                    log.info("skill '%s' from %s overrides the one from %s", name, provider.label, origin[name])
+                    overrides.append(Override(name, here, origin[name]))
                 merged[name] = skill
-                origin[name] = provider.label
+                origin[name] = here
         hidden = {}
         for name in list(merged):
             skill = merged[name]
             if not self._enabled.get(name, getattr(skill, "enabled", True)):
                 hidden[name] = merged.pop(name)
+        known = set(self._overrides)
+        for override in overrides:
+            if override not in known:  # said once, not again at every reload
+                log.warning("%s (hint: rename one of them, or remove the one you do not want)", override)
         self._skills, self._hidden, self._conflicts = merged, hidden, conflicts
+        self._overrides = overrides
         self.version += 1

@@ -9,23 +9,32 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from ._front import NAME_HINT, check_description, check_metadata, check_name, load_front
+from ._positions import locate
 from ._yaml import MAX_TEXT, YAMLError, describe_yaml_error, load_yaml, read_bounded
-from .contract import KNOWN_FRONT_MATTER_KEYS, NAME_PATTERN, FrontMatter, SkillContract
+from .contract import (
+    KNOWN_FRONT_MATTER_KEYS,
+    AgentSpec,
+    FrontMatter,
+    RunSpec,
+    SkillContract,
+)
 from .errors import Problem
 
-__all__ = ["check_folder", "inside", "read_front_matter"]
+__all__ = ["check_folder", "inside", "load_front", "read_front_matter", "unknown_models"]
 
 _ALLOWED = re.compile(r"^[a-zA-Z0-9_*?\[\]-]{1,64}$")
 """A tool name, or a shell-style pattern of tool names, in an agent's allow-list."""
 
 _HINTS = {
-    "name": "use 1-64 lowercase letters, digits and single hyphens, equal to the folder name",
+    "name": NAME_HINT,
     "description": "say what the skill does and when to use it, in 1-1024 characters",
     "compatibility": "keep compatibility under 500 characters",
     "metadata": "metadata is a map of string keys to string values",
@@ -86,31 +95,43 @@ def _hint(loc: str, kind: str) -> str:
 def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
     problems = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-after"))
+        parts = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
+        loc = ".".join(parts)
+        if err["type"] == "extra_forbidden" and parts:
+            allowed = _keys_at(parts[:-1])
+            close = difflib.get_close_matches(parts[-1], allowed, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else _hint(loc, err["type"])
+            if allowed:
+                hint += f" (allowed here: {', '.join(allowed)})"
+            if close:
+                hint += "; see docs/skills.md#skillyaml"
+            problems.append(Problem(path, f"unknown key '{parts[-1]}'", field=loc, hint=hint))
+            continue
         problems.append(Problem(path, err["msg"], field=loc, hint=_hint(loc, err["type"])))
     return problems
 
 
-def _check_name(root: Path, skill_md: Path, name: Any, soft: str) -> list[Problem]:
-    if not isinstance(name, str) or not name:
-        return []  # missing / wrong type: the model's own error says so
-    problems = []
-    if not (name.isascii() and all(c.isalnum() or c in "-_" for c in name)) or len(name) > 64:
-        problems.append(Problem(skill_md, f"name '{name}' cannot be a tool name", field="name", hint=_HINTS["name"]))
-    elif not NAME_PATTERN.match(name):
-        message = f"name '{name}' is not lowercase-hyphen form"
-        problems.append(Problem(skill_md, message, field="name", severity=soft, hint=_HINTS["name"]))
-    if name != root.name:
-        problems.append(
-            Problem(
-                skill_md,
-                f"name '{name}' differs from the folder name '{root.name}'",
-                field="name",
-                severity=soft,
-                hint="rename the folder or the skill",
-            )
-        )
-    return problems
+def _keys_at(parts: list[str]) -> list[str]:
+    """The keys skill.yaml allows at a place (`[]` the top, `["run"]`, `["run", "agent"]`)."""
+    model: Any = {(): SkillContract, ("run",): RunSpec, ("run", "agent"): AgentSpec}.get(tuple(parts))
+    return [] if model is None else [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _placed(problems: list[Problem], path: Path, text: str, line_offset: int = 0) -> list[Problem]:
+    """`problems` with the line and column of their field in `text` (the file `path`), when known."""
+    if not any(p.path == path and p.field and not p.line for p in problems):
+        return problems
+    found = locate(text, line_offset)
+    if found is None:
+        return problems
+    placed = []
+    for problem in problems:
+        if problem.path == path and problem.field and not problem.line:
+            parts = tuple(int(x) if x.isdigit() else x for x in problem.field.split("."))
+            line, col = found.at(parts, key=problem.message.startswith("unknown"))
+            problem = replace(problem, line=line, col=col)
+        placed.append(problem)
+    return placed
 
 
 def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Problem]]:
@@ -118,7 +139,7 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
     soft = "error" if strict else "warning"
     try:
         raw, _ = read_front_matter(skill_md)
-        data = load_yaml(raw) or {}
+        data = load_front(raw) or {}
         if not isinstance(data, dict):
             raise ValueError("the front matter must be a YAML mapping (key: value lines)")
     except FileNotFoundError:
@@ -134,24 +155,26 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
         Problem(
             skill_md,
             f"unknown front-matter key '{key}'",
-            field=key,
+            field=str(key),
             severity=soft,
             hint="the Agent Skills spec allows name, description, license, compatibility, metadata, "
             "allowed-tools; put anything else under metadata",
         )
-        for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS)
+        for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS, key=str)
     ]
     known = {k: v for k, v in data.items() if k in KNOWN_FRONT_MATTER_KEYS}
-    if isinstance(known.get("metadata"), dict):
-        known["metadata"] = {str(k): v if isinstance(v, str) else str(v) for k, v in known["metadata"].items()}
+    problems += check_metadata(skill_md, known, soft) + check_description(skill_md, known, soft)
+    served, name_problems = check_name(root, skill_md, data.get("name"), soft)
+    if served is not None:
+        known["name"] = served
     front = None
     try:
         front = FrontMatter.model_validate(known)
     except ValidationError as exc:
         problems.extend(_from_validation(skill_md, exc))
     if not any(p.field == "name" for p in problems):
-        problems.extend(_check_name(root, skill_md, data.get("name"), soft))
-    return front, problems
+        problems.extend(name_problems)
+    return front, _placed(problems, skill_md, raw, line_offset=1)
 
 
 def _check_contract(
@@ -159,7 +182,8 @@ def _check_contract(
 ) -> tuple[SkillContract | None, list[Problem]]:
     path = root / "skill.yaml"
     try:
-        data = load_yaml(read_bounded(path))
+        text = read_bounded(path)
+        data = load_yaml(text)
     except FileNotFoundError:
         return None, []
     except YAMLError as exc:
@@ -175,10 +199,10 @@ def _check_contract(
     except ValidationError as exc:
         problems.extend(_from_validation(path, exc))
     problems.extend(_check_schemas(path, data, strict))
-    problems.extend(_check_run(root, path, data))
+    problems.extend(_check_run(root, path, data, strict))
     if models is not None:
         problems.extend(_check_models(path, data, models))
-    return contract, problems
+    return contract, _placed(problems, path, text)
 
 
 def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Problem]:
@@ -200,7 +224,7 @@ def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Probl
     return problems
 
 
-def _check_run(root: Path, path: Path, data: dict[str, Any]) -> list[Problem]:
+def _check_run(root: Path, path: Path, data: dict[str, Any], strict: bool) -> list[Problem]:
     run = data.get("run")
     problems: list[Problem] = []
     if not isinstance(run, dict):
@@ -232,6 +256,10 @@ def _check_run(root: Path, path: Path, data: dict[str, Any]) -> list[Problem]:
         problems.append(
             Problem(path, f"'{target}' does not exist", field=field, hint=f"create {target} in the skill folder")
         )
+    elif strict and isinstance(python, str):  # parsing every module costs start-up time: `validate` does it
+        from ._entry import check_entry
+
+        problems.extend(check_entry(found, python.partition(":")[2], path, python))
     return problems
 
 
@@ -269,6 +297,25 @@ def _check_models(path: Path, data: dict[str, Any], models: Collection[str]) -> 
         hint = f"did you mean '{close[0]}'?" if close else f"known models: {known} (models/registry.yaml)"
         problems.append(Problem(path, f"unknown model '{model}'", field=field, hint=hint))
     return problems
+
+
+def unknown_models(skills: Iterable[Any], models: Collection[str]) -> list[Problem]:
+    """Warnings for loaded skills whose skill.yaml names a model the registry does not know.
+
+    Loading reads no registry; the server checks once it has one (`create_server`), so a typo in
+    `model:` is said at start-up and in `skills show`, not first at call time. The warnings are
+    added to each skill's own.
+    """
+    found = []
+    for skill in skills:
+        contract, root = getattr(skill, "contract", None), getattr(skill, "root", None)
+        if contract is None or root is None:
+            continue
+        problems = _check_models(root / "skill.yaml", contract.model_dump(exclude_none=True), models)
+        warnings = [replace(p, severity="warning") for p in problems]
+        skill.warnings = [*skill.warnings, *(w for w in warnings if w not in skill.warnings)]
+        found += warnings
+    return found
 
 
 def check_folder(

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "AGENT_INPUTS",
+    "DESCRIPTION_MAX",
     "KNOWN_FRONT_MATTER_KEYS",
     "NAME_PATTERN",
     "AgentSpec",
@@ -36,6 +37,9 @@ AGENT_INPUTS: dict[str, Any] = {
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 """Agent Skills names: lowercase letters, digits and single hyphens, no hyphen at either end."""
 
+DESCRIPTION_MAX = 1024
+"""Longest description the Agent Skills spec allows (a longer one is served cut, with a warning)."""
+
 KNOWN_FRONT_MATTER_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
 
 
@@ -46,7 +50,7 @@ class FrontMatter(BaseModel):
 
     name: str = Field(min_length=1, max_length=64)
     """1-64 chars: lowercase letters, digits, single hyphens; equal to the folder name."""
-    description: str = Field(min_length=1, max_length=1024)
+    description: str = Field(min_length=1, max_length=DESCRIPTION_MAX)
     """What the skill does and when to use it (1-1024 chars). Becomes the tool description."""
     license: str | None = None
     """License name or the name of a bundled license file."""

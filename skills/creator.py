@@ -38,11 +38,12 @@ from . import _creator_stages as stages
 from ._creator_ask import AnswerError, ask_json, fenced_blocks, parse_json
 from ._creator_tests import TestCase, TestOutcome, run_cases
 from .base import SkillContext
-from .catalog import RESERVED_NAMES, Catalog, FolderSource
+from .catalog import RESERVED_NAMES, Catalog
 from .checks import check_folder
 from .home import Home
 from .isolation import isolation_of
 from .models import ModelAccess, Usage, model_access
+from .sources import FolderSource
 
 __all__ = [
     "AnswerError",

@@ -85,9 +85,16 @@ class Problem:
     hint: str = ""
     field: str = ""
     severity: str = "error"  # "error" | "warning"
+    line: int = 0
+    """1-based line in `path` (0: the file as a whole)."""
+    col: int = 0
 
     def __str__(self) -> str:
-        where = f"{self.path}" + (f" [{self.field}]" if self.field else "")
+        where = (
+            f"{self.path}"
+            + (f":{self.line}:{self.col}" if self.line else "")
+            + (f" [{self.field}]" if self.field else "")
+        )
         text = f"{where}: {self.severity}: {self.message}"
         return f"{text} (hint: {self.hint})" if self.hint else text
 

@@ -6,6 +6,7 @@ the body and the list of bundled files are read when first asked for.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from functools import cached_property
@@ -17,6 +18,7 @@ import anyio
 from .base import SkillContext, SkillKind, SkillSource
 from .checks import check_folder, inside
 from .contract import FrontMatter, SkillContract
+from .discovery import is_hidden, within
 from .errors import DefinitionError, Problem, SkillRunError
 
 __all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_folder", "folder_stamp", "load_folder"]
@@ -24,8 +26,8 @@ __all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_fo
 log = logging.getLogger("skills.loader")
 
 TOOL_NAME_MAX = 64
-_MAX_LISTED_FILES = 500
-_SKIP_DIRS = {"__pycache__", ".git", ".venv", "node_modules"}
+_MAX_LISTED_FILES = 513
+"""Files listed at most: SEP-2640 takes 512 a skill; one more says a skill is over it."""
 
 INSTRUCTIONS_INPUT: dict[str, Any] = {
     "type": "object",
@@ -64,6 +66,7 @@ class FolderSkill:
         source: SkillSource,
         warnings: list[Problem],
         stamp: tuple[int, ...] | None = None,
+        boundary: Path | None = None,
     ) -> None:
         self._root = root
         self.front = front
@@ -71,6 +74,9 @@ class FolderSkill:
         self._source: SkillSource = source
         self.warnings = warnings
         self._stamp = stamp if stamp is not None else folder_stamp(root)
+        self.boundary = boundary or root
+        """The root being served that holds this skill: links inside the skill are followed
+        while their target stays within it (a SKILL.md linked to a sibling skill's)."""
 
     # -- Skill protocol -------------------------------------------------------------------
     @property
@@ -153,18 +159,46 @@ class FolderSkill:
 
     @cached_property
     def _files(self) -> list[str]:
+        """Every file a client may read, SKILL.md first: not hidden (`is_hidden`), and links only
+        where their target stays inside `boundary` (what `read_skill_file` serves, no more)."""
         found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self._root):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-            for fname in sorted(filenames):
-                if fname.startswith(".") or fname.endswith(".pyc"):
+        boundary = self.boundary.resolve()
+        seen: set[tuple[int, int]] = set()
+        stack = [(self._root, "")]
+        while stack and len(found) < _MAX_LISTED_FILES:
+            folder, prefix = stack.pop()
+            try:
+                st = folder.stat()
+                if (st.st_dev, st.st_ino) in seen:
                     continue
-                rel = Path(dirpath, fname).relative_to(self._root).as_posix()
-                found.append(rel)
-                if len(found) >= _MAX_LISTED_FILES:
-                    break
+                seen.add((st.st_dev, st.st_ino))
+                with os.scandir(folder) as scan:
+                    entries = sorted(scan, key=lambda e: e.name)
+            except OSError:
+                continue
+            below = []
+            for entry in entries:
+                rel = prefix + entry.name
+                if is_hidden(entry.name) or (entry.is_symlink() and not within(entry.path, boundary)):
+                    continue
+                try:
+                    if entry.is_dir():
+                        below.append((Path(entry.path), rel + "/"))
+                    elif entry.is_file():
+                        found.append(rel)
+                except OSError:
+                    continue
+            stack.extend(reversed(below))
         found.sort(key=lambda p: (p != "SKILL.md", p))
-        return found
+        return found[:_MAX_LISTED_FILES]
+
+    def front_matter(self) -> dict[str, Any]:
+        """The SKILL.md front matter as the author wrote it (JSON-compatible), for SEP-2640."""
+        from ._yaml import load_yaml
+        from .checks import read_front_matter
+
+        data = load_yaml(read_front_matter(self._root / "SKILL.md")[0])
+        return json.loads(json.dumps(data if isinstance(data, dict) else {}, default=str))
 
     @property
     def stamp(self) -> tuple[int, ...]:
@@ -242,14 +276,16 @@ def folder_stamp(root: Path) -> tuple[int, ...]:
     return tuple(out)
 
 
-def load_folder(root: Path, source: SkillSource, stamp: tuple[int, ...] | None = None) -> FolderSkill:
+def load_folder(
+    root: Path, source: SkillSource, stamp: tuple[int, ...] | None = None, boundary: Path | None = None
+) -> FolderSkill:
     """Load one skill folder leniently; raise `DefinitionError` listing every error found."""
     stamp = stamp if stamp is not None else folder_stamp(root)
     front, contract, problems = check_folder(root)
     errors = [p for p in problems if p.severity == "error"]
     if errors or front is None:
         raise DefinitionError(root, problems)
-    skill = FolderSkill(root, front, contract, source, problems, stamp)
+    skill = FolderSkill(root, front, contract, source, problems, stamp, boundary)
     for warning in problems:
         log.warning("%s", warning)
     return skill

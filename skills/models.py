@@ -29,12 +29,15 @@ class Usage:
     output_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0
+    estimated: bool = False
+    """Some of the tokens were estimated (a client's sampling reports none), not counted by a provider."""
 
     def add(self, other: Usage) -> Usage:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cost_usd += other.cost_usd
         self.calls += other.calls
+        self.estimated = self.estimated or other.estimated
         return self
 
     @property
@@ -48,7 +51,7 @@ class Usage:
             "total_tokens": self.total_tokens,
             "cost_usd": round(self.cost_usd, 6),
             "calls": self.calls,
-        }
+        } | ({"estimated": True} if self.estimated else {})
 
 
 @dataclass

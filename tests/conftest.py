@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fixtures.anthropic_stub import AnthropicStub
-from helpers import MakeSkill, write_skill
+from helpers import MakeSkill, Run, run_cli, write_skill
 
 
 @pytest.fixture(autouse=True)
@@ -51,3 +51,10 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[AnthropicStub]:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
         yield server
+
+
+@pytest.fixture
+def cli(tmp_path: Path, home: Path) -> Callable[..., Run]:
+    """`cli("skills", "list", ...)`: the installed `orchestrator` command, in tmp_path, on the test's home."""
+    env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_TOKEN"} | {"ORCHESTRATOR_HOME": str(home)}
+    return lambda *args, **kw: run_cli(*args, env=env, cwd=tmp_path, **kw)

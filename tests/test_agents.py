@@ -106,7 +106,8 @@ async def test_an_agent_calls_several_tools_and_finishes_with_a_structured_resul
     assert data["status"] == "success"
     assert data["output"] == {"sum": 5, "word": "FIVE"}
     assert data["summary"] == "Added 2 and 3, shouted it." and data["confidence"] == 0.8
-    assert data["iterations"] == 3 and data["duration_s"] >= 0 and data["cost_usd"] == 0
+    assert data["iterations"] == 3 and data["duration_s"] >= 0
+    assert data["tokens"] > 0 and data["cost_usd"] > 0  # estimated: the client's sampling reports none
     assert tools["calc"].input_schema["required"] == ["task"]  # agents take a task (and context) by default
     assert tools["calc"].output_schema is not None and "status" in tools["calc"].output_schema["properties"]
     first = model.requests[0]

@@ -176,15 +176,15 @@ def test_validate_reports_every_violation_of_a_broken_folder_and_exits_2(orchest
     assert run.code == 2
     errors = [line for line in run.out.splitlines() if ": error: " in line]
     skill_md, skill_yaml = folder / "SKILL.md", folder / "skill.yaml"
-    expected = [
-        (f"{skill_md} [favourite-colour]: error:", "unknown front-matter key"),
-        (f"{skill_md} [name]: error:", "lowercase"),
-        (f"{skill_md} [name]: error:", "differs from the folder name"),
-        (f"{skill_yaml} [inputs]: error:", "type: object"),
-        (f"{skill_yaml} [run]: error:", "scripts/missing.py"),
+    expected = [  # each at file:line:col (tests/test_messages.py checks the positions)
+        (f"{skill_md}:", "[favourite-colour]: error:", "unknown front-matter key"),
+        (f"{skill_md}:", "[name]: error:", "lowercase"),
+        (f"{skill_md}:", "[name]: error:", "differs from the folder name"),
+        (f"{skill_yaml}:", "[inputs]: error:", "type: object"),
+        (f"{skill_yaml}:", "[run]: error:", "scripts/missing.py"),
     ]
-    for start, words in expected:
-        assert any(line.startswith(start) and words in line for line in errors), (start, run.out)
+    for start, field, words in expected:
+        assert any(line.startswith(start) and field in line and words in line for line in errors), (field, run.out)
     assert len(errors) == len(expected), run.out
     assert all(" (hint: " in line for line in errors), run.out
 
@@ -199,8 +199,8 @@ def test_validate_reports_field_errors_of_both_files_together(orchestrator, tmp_
     )
     run = orchestrator("skills", "validate", str(folder))
     assert run.code == 2
-    assert f"{folder / 'SKILL.md'} [description]: error:" in run.out
-    assert f"{folder / 'skill.yaml'} [timeout]: error:" in run.out
+    assert f"{folder / 'SKILL.md'}:3:14 [description]: error:" in run.out
+    assert f"{folder / 'skill.yaml'}:3:10 [timeout]: error:" in run.out
 
 
 def test_validate_of_a_good_folder_exits_0(orchestrator, skills_dir: Path) -> None:

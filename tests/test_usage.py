@@ -187,12 +187,18 @@ async def test_a_pipeline_called_as_a_step_adds_its_usage_to_that_step(
     model = ClientModel(json.dumps({"summary": "Hi."}), "One.", "Two.", "Three.")
     async with connect(home, model, skill_dirs=[skills]) as client:
         data = data_of(await client.call_tool("outer", {}))
-    assert data["inner"]["usage"]["calls"] == 3  # the inner run reports its own
-    assert data["usage"]["steps"] == {
-        "inner": _tally(0, 0, 0.0, 3),  # the client's model reports calls, no tokens
-        "extra": _tally(0, 0, 0.0, 1),
+    inner = data["inner"]["usage"]
+    assert inner["calls"] == 3  # the inner run reports its own
+    steps = data["usage"]["steps"]
+    # The client's model reports no tokens: they are estimated (and marked), and the inner run's
+    # estimate is what its step spent in the outer run.
+    assert steps["inner"] == {
+        **_tally(inner["input_tokens"], inner["output_tokens"], inner["cost_usd"], 3),
+        "estimated": True,
     }
-    assert data["usage"]["calls"] == 4
+    assert steps["extra"]["calls"] == 1 and steps["extra"]["estimated"] is True
+    assert steps["extra"]["total_tokens"] > 0
+    assert data["usage"]["calls"] == 4 and data["usage"]["estimated"] is True
 
 
 async def test_an_agents_budget_counts_the_model_calls_of_its_tools(

@@ -2,12 +2,13 @@
 
 Skills see none of this: they ask `ctx.extras["model"]` (a `skills.models.ModelAccess`). The
 server owns one `ModelService` (the home's `models/registry.yaml` over the shipped defaults)
-and attaches a `ProviderAccess` to each call's context; `run_resumable` lets a call pause for
-the client's model on 2026-07-28 connections (see `_rounds`).
+and attaches a `ProviderAccess` to each call's context; a call whose model calls go to a client
+that cannot be asked mid-call (2026-07-28, or a call run as a task) gets an `InputInbox` where
+they wait for the client's answers (see `_rounds`).
 """
 
 from ._provider import ModelProvider, ModelRequest
-from ._rounds import ROUNDS_KEY, SamplingRounds, run_resumable
+from ._rounds import INBOX_KEY, InputInbox
 from .access import NO_PROVIDER_HINT, ModelService, ProviderAccess
 from .anthropic_api import AnthropicProvider
 from .errors import ModelProviderError, ModelRegistryError, NoModelProviderError, UnknownModelError
@@ -16,10 +17,11 @@ from .sampling import SamplingProvider
 
 __all__ = [
     "DEFAULT_ROLE",
+    "INBOX_KEY",
     "NO_PROVIDER_HINT",
     "ROLES",
-    "ROUNDS_KEY",
     "AnthropicProvider",
+    "InputInbox",
     "ModelInfo",
     "ModelProvider",
     "ModelProviderError",
@@ -30,9 +32,7 @@ __all__ = [
     "NoModelProviderError",
     "ProviderAccess",
     "SamplingProvider",
-    "SamplingRounds",
     "UnknownModelError",
     "load_registry",
     "read_registry_file",
-    "run_resumable",
 ]

@@ -1,27 +1,24 @@
-"""Sampling for 2026-07-28 clients: a tool call that pauses for the client's model and resumes.
+"""The client's model for a tool body that runs apart from the request: requests wait in an inbox.
 
-In 2026-07-28 a server cannot send the client a request while a call runs. What it can do
-(and the SDK's `Resolve`/`Sample` resolvers do it for arguments, before a tool body starts) is
-answer the call with an `InputRequiredResult` carrying the requests; the client's `call_tool`
-answers them through its sampling callback and retries the call with `input_responses` and the
-echoed `request_state` (sealed and time-limited by the SDK's request-state boundary, so the
-client can neither read nor forge it).
+In 2026-07-28 a server cannot send the client a request while a call runs, and a call run as a
+task (either era) outlives the request that started it. In both cases a model call of the tool
+body cannot go to the client directly. Instead the body is *parked* (the server keeps it running
+between requests, `mcp_server.tasks`) and its model calls wait here:
 
-A skill asks the model in the middle of its body, any number of times, so the body is replayed:
+1. `InputInbox.ask` files the sampling request under a key and waits for its answer; the body
+   stays where it is (its clock, its finished tool calls and its pipeline run go on as they are).
+2. Whoever carries requests to the client reads `pending`: an input-required result of the call
+   (2026-07-28 without tasks), a task's `inputRequests` (tasks extension), or real server-to-client
+   requests sent while the client waits on `tasks/result` (2025-11-25 core tasks).
+3. The answers come back through `answer` (the call's retry, `tasks/update`, the client's
+   responses) and the waiting model calls continue. Parallel model calls that are asked together
+   are carried together, so they cost the client one round.
 
-1. `run_resumable` runs the tool body while watching for model calls.
-2. A model call looks up its answer by a digest of the exact request (and how many times the
-   same request was made before in this call). Recorded → returned at once.
-3. Not recorded → the request is queued and the call blocks; once the body has had a moment to
-   queue concurrent requests too (parallel steps), the body is cancelled and the call answers
-   `InputRequiredResult(input_requests=<queued>, request_state=<every answer so far>)`.
-4. The client answers and retries; the body runs again from the start, its earlier model calls
-   are answered from `request_state`, and it gets one step further, until it returns.
-
-The contract for skills: a body must make the same model calls for the same answers (true of
-prompt skills, agents and pipelines whose inputs do not change between rounds). Work done before
-a model call is done again in each round (one round per sequential model call; the client's
-`input_required_max_rounds`, 10 by default, caps how many a call may make in this era).
+Keys are `sample-<digest>-<n>`: the digest of the exact request and how many times the same
+request was asked before. A key is never reused within one inbox (the tasks extension requires
+it), and the same request asked again after a restart has the same key, so answers the client
+sends for a body that is gone can be `seed`ed into the one that replaces it (a pipeline resumed
+from its checkpoint asks its unfinished step's question again and gets the answer at once).
 """
 
 from __future__ import annotations
@@ -30,144 +27,143 @@ import base64
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     CreateMessageRequest,
     CreateMessageRequestParams,
     CreateMessageResult,
     CreateMessageResultWithTools,
-    InputRequiredResult,
 )
 
-from skills import SkillContext
-
-__all__ = ["ROUNDS_KEY", "SamplingRounds", "run_resumable"]
+__all__ = ["INBOX_KEY", "InputInbox"]
 
 log = logging.getLogger("adapters.models")
 
-ROUNDS_KEY = "model_rounds"
-"""Where the call's `SamplingRounds` sits in `ctx.extras` (only on 2026-07-28 calls that may sample)."""
+INBOX_KEY = "input_inbox"
+"""Where a parked call's `InputInbox` sits in `ctx.extras` (calls whose model is the client's)."""
 
-T = TypeVar("T")
 R = TypeVar("R", CreateMessageResult, CreateMessageResultWithTools)
 
-_STATE_VERSION = 1
 _SETTLE_QUIET = 20
-"""Scheduler turns without a new request before the round is closed (lets parallel steps ask too)."""
+"""Scheduler turns without a new request before the requests so far are handed out (lets
+parallel steps ask too, so that they share one round)."""
 _SETTLE_MAX = 2000
 
 
-class SamplingRounds:
-    """One tool call's model calls across its input-required rounds."""
+class _Slot:
+    """One outstanding request: its answer (wire dict) once it came, or the client's refusal."""
 
-    def __init__(self, request_state: str | None = None, responses: Mapping[str, Any] | None = None) -> None:
-        state = _decode(request_state)
-        self._answers: dict[str, Any] = dict(state.get("answers") or {})
-        asked = set(state.get("asked") or ())
-        for key, answer in (responses or {}).items():
-            # Only answers to what this call asked last round count (never a volunteered one).
-            if key in asked and key not in self._answers and hasattr(answer, "model_dump"):
-                self._answers[key] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-        self._made: dict[str, int] = {}
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.answer: dict[str, Any] | None = None
+        self.refusal: str | None = None
+
+
+class InputInbox:
+    """The requests a parked tool body waits on, and their answers."""
+
+    def __init__(self) -> None:
         self.pending: dict[str, CreateMessageRequest] = {}
-        self.driven = False
-        """True while `run_resumable` runs the body (only then can a call pause)."""
-        self._asked: anyio.Event | None = None
+        """Outstanding requests by key, in the order they were asked."""
+        self.asked = 0
+        """How many requests were ever filed (a request answered from `seed` counts too)."""
+        self._slots: dict[str, _Slot] = {}
+        self._made: dict[str, int] = {}
+        self._seeded: dict[str, dict[str, Any]] = {}
+        self._changed = anyio.Event()
 
-    @property
-    def round(self) -> int:
-        """How many answers this call already has (0 on the first round)."""
-        return len(self._answers)
-
+    # -- the body's side -------------------------------------------------------------------------
     async def ask(self, params: CreateMessageRequestParams, result_type: type[R]) -> R:
-        """The recorded answer to this request, or pause the call until the client gives one."""
+        """The client's answer to this request (the body waits here until it comes)."""
         digest = _digest(params)
         seen = self._made.get(digest, 0)
         self._made[digest] = seen + 1
         key = f"sample-{digest}-{seen}"
-        wire = self._answers.get(key)
-        if wire is not None:
-            return result_type.model_validate(wire)
-        if not self.driven or self._asked is None:
-            raise RuntimeError("SamplingRounds.ask outside run_resumable")  # unavailable() prevents this
+        self.asked += 1
+        seeded = self._seeded.pop(key, None)
+        if seeded is not None:
+            return result_type.model_validate(seeded)
+        slot = self._slots[key] = _Slot()
         self.pending[key] = CreateMessageRequest(params=params)
-        self._asked.set()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")  # pragma: no cover
+        self._notify()
+        try:
+            await slot.event.wait()
+        finally:
+            self.pending.pop(key, None)
+            self._slots.pop(key, None)
+        if slot.refusal is not None:
+            raise MCPError(code=INTERNAL_ERROR, message=slot.refusal)
+        assert slot.answer is not None
+        return result_type.model_validate(slot.answer)
 
-    def state(self) -> str:
-        return json.dumps(
-            {"v": _STATE_VERSION, "answers": self._answers, "asked": sorted(self.pending)}, separators=(",", ":")
-        )
+    # -- the carrier's side ----------------------------------------------------------------------
+    def answer(self, responses: Mapping[str, Any] | None) -> int:
+        """Deliver answers; only keys outstanding now count (others are ignored, as the specs ask).
 
-    async def drive(self, run: Callable[[], Awaitable[T]]) -> T | InputRequiredResult:
-        """Run the body; its result, or the input-required result that pauses the call."""
-        self.driven = True
-        self._asked = anyio.Event()
-        outcome: list[tuple[bool, Any]] = []
-        async with anyio.create_task_group() as tg:
+        Returns how many were taken.
+        """
+        taken = 0
+        for key, response in (responses or {}).items():
+            slot = self._slots.get(key)
+            if slot is None or slot.event.is_set():
+                continue
+            wire = _wire(response)
+            if wire is None:
+                continue
+            slot.answer = wire
+            slot.event.set()
+            taken += 1
+        return taken
 
-            async def body() -> None:
-                try:
-                    outcome.append((True, await run()))
-                except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
-                    outcome.append((False, exc))
-                tg.cancel_scope.cancel()
+    def refuse(self, key: str, message: str) -> None:
+        """The client refused (or failed) one request: the model call that waits on it fails."""
+        slot = self._slots.get(key)
+        if slot is not None and not slot.event.is_set():
+            slot.refusal = message
+            slot.event.set()
 
-            tg.start_soon(body)
-            await self._asked.wait()
-            await self._settle()
-            tg.cancel_scope.cancel()
-        self.driven = False
-        if outcome:
-            ok, value = outcome[0]
-            if not ok:
-                raise value
-            return value  # type: ignore[no-any-return]
-        log.debug("tool call paused for %d sampling request(s) after %d answer(s)", len(self.pending), self.round)
-        return InputRequiredResult(input_requests=dict(self.pending), request_state=self.state())
+    def seed(self, responses: Mapping[str, Any] | None) -> None:
+        """Answers for requests the body will ask again (its earlier body is gone)."""
+        for key, response in (responses or {}).items():
+            wire = _wire(response)
+            if wire is not None and key.startswith("sample-"):
+                self._seeded[key] = wire
 
-    async def _settle(self) -> None:
-        quiet, count = 0, len(self.pending)
+    def next_request(self) -> anyio.Event:
+        """An event set when the next request is filed (take it before looking at `pending`)."""
+        return self._changed
+
+    async def settle(self) -> None:
+        """Wait until no new request has been filed for a few scheduler turns."""
+        quiet, count = 0, self.asked
         for _ in range(_SETTLE_MAX):
             await anyio.lowlevel.checkpoint()
-            if len(self.pending) != count:
-                quiet, count = 0, len(self.pending)
+            if self.asked != count:
+                quiet, count = 0, self.asked
             else:
                 quiet += 1
                 if quiet >= _SETTLE_QUIET:
                     return
 
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
 
-async def run_resumable(ctx: SkillContext, run: Callable[[], Awaitable[T]]) -> T | InputRequiredResult:
-    """Run a tool body so that its model calls can pause it on 2026-07-28 connections.
 
-    The body's value (or exception) as is; on a call that samples the client's model in the
-    2026-07-28 era, an `InputRequiredResult` for the tool handler to return instead. Costs
-    nothing where it is not needed (other eras, the API provider, no sampling client).
-    """
-    rounds = ctx.extras.get(ROUNDS_KEY)
-    if not isinstance(rounds, SamplingRounds):
-        return await run()
-    return await rounds.drive(run)
+def _wire(response: Any) -> dict[str, Any] | None:
+    """An answer as its wire dict (a typed response from the SDK, or the JSON of `tasks/update`)."""
+    if hasattr(response, "model_dump"):
+        response = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return response if isinstance(response, dict) else None
 
 
 def _digest(params: CreateMessageRequestParams) -> str:
     wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
     raw = json.dumps(wire, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
     return base64.urlsafe_b64encode(hashlib.sha256(raw).digest()[:12]).decode().rstrip("=")
-
-
-def _decode(request_state: str | None) -> dict[str, Any]:
-    """Our state from a retry; anything else (another handler's, an old version) is no progress."""
-    if not request_state:
-        return {}
-    try:
-        state = json.loads(request_state)
-    except ValueError:
-        return {}
-    return state if isinstance(state, dict) and state.get("v") == _STATE_VERSION else {}

@@ -19,7 +19,7 @@ from skills import Home, SkillContext, SkillRunError
 from skills.models import Completion, NoModelProviderError, Usage
 
 from ._provider import ModelProvider, ModelRequest
-from ._rounds import ROUNDS_KEY, SamplingRounds
+from ._rounds import INBOX_KEY, InputInbox
 from .anthropic_api import AnthropicProvider
 from .registry import ModelRegistry, load_registry
 from .sampling import SamplingProvider
@@ -155,45 +155,48 @@ class ModelService:
         """The access of one tool call (`context`: the MCP request's `Context`, None without a client)."""
         return self._build(context)[0]
 
-    def attach(self, ctx: SkillContext, context: Any = None) -> ProviderAccess:
-        """Put the call's access in `ctx.extras["model"]` (and, where the client samples in the
-        2026-07-28 era, what `run_resumable` needs to pause the call).
+    def attach(self, ctx: SkillContext, context: Any = None, *, parked: bool = False) -> ProviderAccess:
+        """Put the call's access in `ctx.extras["model"]`, and where the client's model answers
+        through an inbox (2026-07-28, or `parked`: the call runs as a task), the inbox in
+        `ctx.extras[INBOX_KEY]` for whoever carries its requests to the client.
 
-        Only such a call needs its providers before it runs (to know whether it may pause);
-        any other call gets an access whose providers are built on its first model request,
-        so a call that never asks a model pays nothing for it."""
-        if _may_pause(context):
-            access, rounds = self._build(context)
-            if rounds is not None:
-                ctx.extras[ROUNDS_KEY] = rounds
+        Only such a call needs its providers before it runs (its inbox must be there); any
+        other call gets an access whose providers are built on its first model request, so a
+        call that never asks a model pays nothing for them."""
+        if parked or _answers_by_inbox(context):
+            access, inbox = self._build(context, parked)
+            if inbox is not None:
+                ctx.extras[INBOX_KEY] = inbox
         else:
             access = ProviderAccess(deferred=_Providers(lambda: self._providers(context)[:2]))
         ctx.extras["model"] = access
         return access
 
-    def _build(self, context: Any) -> tuple[ProviderAccess, SamplingRounds | None]:
-        registry, providers, rounds = self._providers(context)
-        return ProviderAccess(registry, providers), rounds
+    def _build(self, context: Any, parked: bool = False) -> tuple[ProviderAccess, InputInbox | None]:
+        registry, providers, inbox = self._providers(context, parked)
+        return ProviderAccess(registry, providers), inbox
 
-    def _providers(self, context: Any) -> tuple[ModelRegistry, tuple[ModelProvider, ...], SamplingRounds | None]:
+    def _providers(
+        self, context: Any, parked: bool = False
+    ) -> tuple[ModelRegistry, tuple[ModelProvider, ...], InputInbox | None]:
         registry = self.registry
         environ = self._environ if self._environ is not None else os.environ
         providers: list[ModelProvider] = []
-        rounds = None
+        inbox = None
         for name in registry.providers:
             if name == "anthropic":
                 providers.append(AnthropicProvider(environ.get("ANTHROPIC_API_KEY")))
             else:
                 answered = any(isinstance(p, AnthropicProvider) and p.configured for p in providers)
-                sampling = _sampling_of(context, needed=not answered)
-                rounds = sampling.rounds or rounds
+                sampling = _sampling_of(context, needed=not answered, parked=parked)
+                inbox = sampling.inbox or inbox
                 providers.append(sampling)
-        return registry, tuple(providers), rounds
+        return registry, tuple(providers), inbox
 
 
-def _may_pause(context: Any) -> bool:
-    """Whether the call's client samples in the 2026-07-28 era: the one case where a call may
-    be paused for the client's model (`_sampling_of` makes it resumable only then)."""
+def _answers_by_inbox(context: Any) -> bool:
+    """Whether the call's client samples in the 2026-07-28 era, where its model answers through
+    an inbox (`_sampling_of`), not by a request of the server's."""
     from mcp_types.version import is_version_at_least
 
     if context is None or getattr(context, "_request_context", None) is None:
@@ -205,7 +208,7 @@ def _may_pause(context: Any) -> bool:
     return version is not None and is_version_at_least(version, "2026-07-28")
 
 
-def _sampling_of(context: Any, *, needed: bool) -> SamplingProvider:
+def _sampling_of(context: Any, *, needed: bool, parked: bool = False) -> SamplingProvider:
     from mcp_types.version import is_version_at_least
 
     if context is None or getattr(context, "_request_context", None) is None:
@@ -216,11 +219,10 @@ def _sampling_of(context: Any, *, needed: bool) -> SamplingProvider:
     if capability is None:
         return SamplingProvider.unavailable_because("the client did not declare the sampling capability")
     version = request.protocol_version
-    if version is not None and is_version_at_least(version, "2026-07-28"):
-        if not needed:  # the API answers first: no need to make the call resumable
+    if parked or (version is not None and is_version_at_least(version, "2026-07-28")):
+        if not needed:  # the API answers first: no need to park the call for the client's model
             return SamplingProvider.unavailable_because("not used: the Anthropic API answers first")
-        rounds = SamplingRounds(context.request_state, context.input_responses)
-        return SamplingProvider.resumable(rounds, capability)
+        return SamplingProvider.parked(InputInbox(), capability)
     if not session.can_send_request:
         return SamplingProvider.unavailable_because("this connection cannot carry requests to the client")
     return SamplingProvider.direct(session, request.request_id, capability)

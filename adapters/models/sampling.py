@@ -2,10 +2,14 @@
 
 - Handshake era (2025-11-25 and older: Claude Desktop, the Inspector): a sampling request is
   sent to the client mid-call on the call's own request stream.
-- 2026-07-28: the server cannot send requests during a call. The call is made resumable
-  instead (`_rounds.SamplingRounds`): the tool returns an input-required result carrying the
-  sampling requests, the client answers them through its sampling callback and retries the
-  call, and the call is replayed with the answers (see `_rounds` for the contract).
+- 2026-07-28, and calls run as tasks (either era): the tool body is parked and its requests
+  wait in the call's `_rounds.InputInbox` until the client answers them (through the call's
+  retry, `tasks/update` or `tasks/result`; see `_rounds`).
+
+Sampling results carry no token counts, so they are estimated (`estimate_usage`: about four
+characters a token, the common rule for English text and code with Claude's tokenizer, plus a
+fixed cost per image and per message) and marked `estimated`, so that token and cost limits and
+usage totals still mean something.
 
 Messages go over in the Anthropic shapes of `skills.models` and are converted here both ways:
 text, tool_use, tool_result and base64 images; thinking blocks stay out (the client's model
@@ -14,6 +18,7 @@ has its own). The model id becomes a model-preference hint; the client picks its
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -43,10 +48,10 @@ from skills import SkillRunError
 from skills.models import Completion, Usage
 
 from ._provider import ModelRequest
-from ._rounds import SamplingRounds
+from ._rounds import InputInbox
 from .errors import ModelProviderError
 
-__all__ = ["SamplingProvider", "from_sampling_result", "to_sampling_params"]
+__all__ = ["SamplingProvider", "estimate_usage", "from_sampling_result", "to_sampling_params"]
 
 log = logging.getLogger("adapters.models")
 
@@ -73,13 +78,13 @@ class SamplingProvider:
         *,
         capability: SamplingCapability | None = None,
         ask: Ask[Any] | None = None,
-        rounds: SamplingRounds | None = None,
+        inbox: InputInbox | None = None,
         reason: str | None = None,
     ) -> None:
         self._capability = capability
         self._ask = ask
-        self.rounds = rounds
-        """The 2026-07-28 transport, when this call speaks it."""
+        self.inbox = inbox
+        """Where requests wait when the call is parked (2026-07-28, or run as a task)."""
         self._reason = reason
 
     @classmethod
@@ -99,9 +104,9 @@ class SamplingProvider:
         return cls(capability=capability, ask=ask)
 
     @classmethod
-    def resumable(cls, rounds: SamplingRounds, capability: SamplingCapability | None) -> SamplingProvider:
-        """2026-07-28: requests ride input-required results and the call is replayed."""
-        return cls(capability=capability, ask=rounds.ask, rounds=rounds)
+    def parked(cls, inbox: InputInbox, capability: SamplingCapability | None) -> SamplingProvider:
+        """The body is parked: requests wait in `inbox` until the client answers them."""
+        return cls(capability=capability, ask=inbox.ask, inbox=inbox)
 
     def unavailable(self, request: ModelRequest) -> str | None:
         if self._reason is not None:
@@ -110,8 +115,6 @@ class SamplingProvider:
             return "the client did not declare the sampling capability"
         if request.tools and self._capability.tools is None:
             return "the client's sampling does not take tools (no sampling.tools capability)"
-        if self.rounds is not None and not self.rounds.driven:
-            return "this call cannot pause for the client's model (2026-07-28 needs a resumable tool call)"
         return None
 
     async def complete(self, request: ModelRequest) -> Completion:
@@ -156,7 +159,7 @@ def to_sampling_params(request: ModelRequest) -> CreateMessageRequestParams:
 def from_sampling_result(
     result: CreateMessageResult | CreateMessageResultWithTools, request: ModelRequest
 ) -> Completion:
-    """The client's answer as a `Completion` (no token counts: sampling reports none)."""
+    """The client's answer as a `Completion`, its usage estimated (sampling reports no token counts)."""
     blocks = result.content if isinstance(result.content, list) else [result.content]
     content: list[dict[str, Any]] = []
     for block in blocks:
@@ -175,8 +178,59 @@ def from_sampling_result(
         stop_reason=_STOP_REASONS.get(stop, stop),
         model=result.model or request.model.id,
         provider="sampling",
-        usage=Usage(calls=1),
+        usage=estimate_usage(request, content),
     )
+
+
+CHARS_PER_TOKEN = 4
+"""The usual rule of thumb for English text and code (Claude's tokenizer averages 3.5-4)."""
+IMAGE_TOKENS = 1600
+"""An image of about 1.2 megapixels (Anthropic: width x height / 750), the size clients send most."""
+MESSAGE_TOKENS = 4
+"""Role and framing of one message."""
+
+
+def estimate_usage(request: ModelRequest, output: list[dict[str, Any]]) -> Usage:
+    """Tokens and cost of one sampling call, estimated from what was sent and answered.
+
+    Input: the system prompt, every message block and the tools offered (as JSON); output: the
+    answer's text and tool calls. Priced with the request's model (the client may have used
+    another; the registry's price of the asked-for model is the best we know).
+    """
+    images = 0
+    chars = len(request.system or "")
+    for message in request.messages:
+        raw = message.get("content", "")
+        for block in [{"type": "text", "text": raw}] if isinstance(raw, str) else raw:
+            if block.get("type") == "image":
+                images += 1
+            else:
+                chars += _chars(block)
+    if request.tools:
+        chars += len(json.dumps(request.tools, ensure_ascii=False, default=str))
+    input_tokens = _tokens(chars) + images * IMAGE_TOKENS + MESSAGE_TOKENS * len(request.messages)
+    output_tokens = max(1, _tokens(sum(_chars(block) for block in output)))
+    cost = request.model.cost(input_tokens, output_tokens)
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost, calls=1, estimated=True)
+
+
+def _chars(block: dict[str, Any]) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return len(str(block.get("text", "")))
+    if kind == "tool_use":
+        arguments = json.dumps(block.get("input") or {}, ensure_ascii=False, default=str)
+        return len(str(block.get("name", ""))) + len(arguments)
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, str):
+            return len(content)
+        return sum(_chars(b) for b in content or [] if isinstance(b, dict))
+    return 0
+
+
+def _tokens(chars: int) -> int:
+    return -(-chars // CHARS_PER_TOKEN)
 
 
 def _to_sampling_messages(message: dict[str, Any]) -> list[SamplingMessage]:

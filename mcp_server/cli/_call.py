@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._results import envelope_of
@@ -95,10 +96,11 @@ async def _call(orchestrator: OrchestratorServer, name: str, arguments: dict[str
             result = await client.call_tool(name, arguments, progress_callback=on_progress)
     if result is None:  # raised out here, not inside the client's task group
         not_found(orchestrator, name)
-    return _print_result(result, as_json)
+    skill = orchestrator.catalog.find(name)
+    return _print_result(result, as_json, skill.root if skill is not None else None)
 
 
-def _print_result(result: CallToolResult, as_json: bool) -> int:
+def _print_result(result: CallToolResult, as_json: bool, root: Path | None = None) -> int:
     texts = []
     for item in result.content:
         kind = getattr(item, "type", "")
@@ -120,8 +122,12 @@ def _print_result(result: CallToolResult, as_json: bool) -> int:
     if as_json:
         print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
     elif failure is not None:
-        where = f" ({failure['where']})" if failure["where"] else ""
-        error(f"{failure['message']}{where}", failure["hint"])
+        where, hint = failure["where"], failure["hint"]
+        place = root / where.rpartition(":")[0] if root is not None and where else None
+        if place is not None and place.is_file():  # a line of the skill's own code: name the file in full
+            where = f"at {root / where}"
+            hint = "run again with --log-level DEBUG for the full traceback"
+        error(f"{failure['message']}" + (f" ({where})" if where else ""), hint)
     elif result.is_error:  # an imported tool's own error passes through as it came
         error(text.strip() or "the tool failed without a message", "")
     elif result.structured_content is not None:

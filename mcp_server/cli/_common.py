@@ -86,19 +86,25 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     from ..app import create_server
 
     for extra in getattr(args, "skills", []):
-        if not Path(extra).expanduser().is_dir():
-            raise UsageError(f"--skills {extra}: not a directory", "give a folder that holds skill folders")
+        path = Path(extra).expanduser()
+        if not path.is_dir() and not (path.is_file() and path.suffix.lower() in (".zip", ".skill")):
+            raise UsageError(
+                f"--skills {extra}: not a directory or a skill archive",
+                "give a folder that holds skill folders, or a .zip/.skill archive",
+            )
     servers = getattr(args, "servers", None)
     if servers and not Path(servers).expanduser().is_file():
         raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
     from ._allow import allowed_dirs
 
+    listing = {k: getattr(args, k) for k in ("catalogue", "catalogue_threshold", "page_size") if hasattr(args, k)}
     return create_server(
         home=home(args),
         skill_dirs=getattr(args, "skills", []),
         watch=watch,
         servers=servers,
         allow_dirs=allowed_dirs(args),
+        **listing,
     )
 
 

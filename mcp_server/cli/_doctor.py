@@ -23,8 +23,8 @@ _PACKAGES = ("mcp-orchestrator", "mcp", "langgraph", "anthropic", "pydantic", "a
 def add_parsers(sub: Any, parents: Parents) -> None:
     doctor = sub.add_parser(
         "doctor",
-        parents=[parents.common, parents.json],
-        help="versions, home, isolation, state, providers",
+        parents=[parents.common, parents.json, parents.skills],
+        help="versions, home, isolation, state, providers, skills (name clashes, skipped folders)",
         description="Check this installation: versions, the home directory, whether skills' subprocesses "
         "can be confined (bubblewrap) and why not, what file skills may read, the state backend and the "
         "model providers configured.",
@@ -57,7 +57,14 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         + ("" if report["state"]["exists"] else " (no runs yet)"),
         "providers:  " + "; ".join(f"{p['name']}: {p['status']}" for p in report["providers"]),
         f"servers:    {report['servers']['count']} upstream MCP server(s) in {report['servers']['file']}",
+        _skills_line(report["skills"]),
     ]
+    skills = report["skills"]
+    lines += [
+        f"            clash '{o['name']}': {o['served']} is served, {o['not_served']} is not"
+        for o in skills["overrides"]
+    ]
+    lines += [f"            {warning}" for warning in skills["warnings"]]
     print("\n".join(lines))
     return EXIT_OK
 
@@ -78,7 +85,32 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
         "state": {"backend": "sqlite", "path": str(the_home.state_db), "exists": the_home.state_db.is_file()},
         "providers": _providers(),
         "servers": _servers(the_home.servers_file),
+        "skills": _skills(args),
     }
+
+
+def _skills(args: argparse.Namespace) -> dict[str, Any]:
+    """What the skills roots give: published skills, name clashes (who wins), folders skipped."""
+    from skills.sources import RootReport, report_roots
+
+    from ._common import server
+
+    catalog = server(args).catalog
+    problems = catalog.problems()
+    return {
+        "published": len(catalog),
+        "roots": [r.line() for p in catalog.providers if isinstance(r := getattr(p, "report", None), RootReport)],
+        "warnings": report_roots(catalog.providers),
+        "overrides": [o.as_dict() for o in catalog.overrides()],
+        "not_published": [{"path": str(p.path), "reason": p.problems[0].message} for p in problems if p.problems],
+    }
+
+
+def _skills_line(skills: dict[str, Any]) -> str:
+    return (
+        f"skills:     {skills['published']} published, {len(skills['overrides'])} name clash(es), "
+        f"{len(skills['not_published'])} folder(s) not published (`orchestrator skills list` says why)"
+    )
 
 
 def _version(package: str) -> str:

@@ -1,5 +1,8 @@
 """`orchestrator runs list|show|resume|prune`: the run history in state.sqlite, resuming, pruning.
 
+`list` also shows the MCP tasks on record (long calls of clients: status, client, started,
+progress, the run a pipeline task drives).
+
 `list`, `show` and `prune` read the history table directly (no server, no skill loading: they
 answer at once); `resume` builds the server and continues the run under the same progress
 display as `run`, re-running no step that finished. A run whose process died (killed,
@@ -18,6 +21,7 @@ from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, print_json, server
 
 if TYPE_CHECKING:
+    from mcp_server.tasks import TaskRecord
     from pipelines.runs import RunRecord, RunStore
     from skills import SkillContext
 
@@ -118,6 +122,48 @@ def _artifact_files(record: RunRecord) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
+def _tasks(args: argparse.Namespace) -> list[TaskRecord]:
+    """The MCP tasks on record (clients' long calls), newest first; none when nothing ran here."""
+    db = home(args).state_db
+    if not db.is_file() or (getattr(args, "pipeline", None)):
+        return []
+    from mcp_server.tasks import SqliteTaskStore
+
+    store = SqliteTaskStore(db)
+    orphans = {t.task_id for t in store.orphans()}
+    found = store.list(args.limit)
+    # A task whose server process is gone shows as interrupted (the server reports it failed when it next starts).
+    return [t.with_(status="interrupted") if t.task_id in orphans else t for t in found]  # type: ignore[arg-type]
+
+
+def _task_json(task: TaskRecord) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "tool": task.tool,
+        "status": task.status,
+        "client": task.client or None,
+        "started": _when(task.created),
+        "updated": _when(task.updated),
+        "progress": list(task.progress) if task.progress else None,
+        "message": task.status_message,
+        "run_id": task.run_id,
+    }
+
+
+def _print_tasks(tasks: list[TaskRecord]) -> None:
+    """One line a task: id (first 12 of its secret id), tool, status, client, started, progress."""
+    if not tasks:
+        return
+    print("tasks (long calls of MCP clients):")
+    for t in tasks:
+        started = (_when(t.created) or "")[:19].replace("T", " ")
+        done, total = t.progress or (None, None)
+        progress = f"{done:g}/{total:g}" if done is not None and total else (f"{done:g}" if done is not None else "-")
+        run = f"  run {t.run_id}" if t.run_id else ""
+        print(f"  {t.task_id[:12]}  {t.tool}  {t.status}  {t.client or '-'}  {started}  {progress}{run}")
+    print()
+
+
 def _resume_hint(record: RunRecord) -> str:
     return f"`{PROG} runs resume {record.run_id}` continues it (finished steps are kept)"
 
@@ -136,9 +182,11 @@ def _list(args: argparse.Namespace) -> int:
     store = _store(args)
     records = store.list(args.limit, args.pipeline) if store is not None else []
     _tell(store)
+    tasks = _tasks(args)
     if args.json:
-        print_json({"runs": [_record_json(r) for r in records]})
+        print_json({"runs": [_record_json(r) for r in records], "tasks": [_task_json(t) for t in tasks]})
         return EXIT_OK
+    _print_tasks(tasks)
     if not records:
         print("no runs yet" + (f" of {args.pipeline}" if args.pipeline else ""))
         return EXIT_OK

@@ -57,6 +57,23 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         default=None,
         help="bearer token every HTTP request must carry (default: $ORCHESTRATOR_TOKEN)",
     )
+    serve.add_argument(
+        "--catalogue",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="publish find_skills/read_skill/call_skill instead of one tool per skill: on, off, or auto "
+        "(on above --catalogue-threshold skills; default)",
+    )
+    serve.add_argument(
+        "--catalogue-threshold",
+        metavar="N",
+        type=positive_int,
+        default=100,
+        help="skills above which auto turns on (100)",
+    )
+    serve.add_argument(
+        "--page-size", metavar="N", type=positive_int, default=500, help="items per page of the list methods (500)"
+    )
     add_allow_dir(serve)
     serve.set_defaults(handler=_cmd_serve)
 

@@ -68,7 +68,15 @@ def _summary(skill: Skill, enabled: bool) -> dict[str, Any]:
 
 
 def _problem_dict(p: Problem) -> dict[str, Any]:
-    return {"path": str(p.path), "field": p.field, "severity": p.severity, "message": p.message, "hint": p.hint}
+    return {
+        "path": str(p.path),
+        "line": p.line,
+        "col": p.col,
+        "field": p.field,
+        "severity": p.severity,
+        "message": p.message,
+        "hint": p.hint,
+    }
 
 
 def _problem_json(problem: LoadProblem) -> dict[str, Any]:
@@ -96,8 +104,15 @@ def _list_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
     rows = [(s, True) for s in catalog] + [(s, False) for s in catalog.disabled()]
     rows.sort(key=lambda row: row[0].name)
     problems = catalog.problems()
+    overrides = catalog.overrides()
     if args.json:
-        print_json({"skills": [_summary(s, on) for s, on in rows], "problems": [_problem_json(p) for p in problems]})
+        print_json(
+            {
+                "skills": [_summary(s, on) for s, on in rows],
+                "problems": [_problem_json(p) for p in problems],
+                "overrides": [o.as_dict() for o in overrides],
+            }
+        )
     else:
         import shutil
 
@@ -115,6 +130,10 @@ def _list_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
             print(text)
         if not rows:
             print("no skills found")
+    from skills.sources import report_roots
+
+    for warning in [*map(str, overrides), *report_roots(catalog.providers)]:
+        print(f"warning: {warning}", file=sys.stderr)
     report_load_problems(problems)
     return EXIT_OK
 
@@ -171,16 +190,19 @@ def _show_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
     return EXIT_OK
 
 
-def _skill_folders(root: Path) -> list[Path]:
-    if (root / "SKILL.md").is_file() or (root / "skill.yaml").is_file():
-        return [root]
-    return sorted(
-        p
-        for p in root.iterdir()
-        if p.is_dir()
-        and not p.name.startswith((".", "_"))
-        and any((p / f).is_file() for f in ("SKILL.md", "skill.yaml"))
-    )
+def _skill_folders(root: Path) -> tuple[list[Path], list[Problem]]:
+    """The skill folders under `root` (searched as the server searches a root, archives aside),
+    and what was skipped there, as problems."""
+    from skills import Problem
+    from skills.discovery import discover
+
+    found = discover(root)
+    skipped = [Problem(s.path, s.reason, hint=s.hint, severity=s.severity) for s in found.skipped]
+    skipped += [
+        Problem(a, "a skill archive: not checked", hint="unpack it to validate its skills", severity="warning")
+        for a in found.archives
+    ]
+    return found.folders, skipped
 
 
 def _skills_validate(args: argparse.Namespace) -> int:
@@ -188,17 +210,21 @@ def _skills_validate(args: argparse.Namespace) -> int:
 
     explicit = args.dir is not None
     root = Path(args.dir).expanduser() if explicit else home(args).skills_dir
+    skipped: list[Problem] = []
     if not root.is_dir():
         if explicit:
             raise UsageError(f"{root} is not a directory", "give a skill folder or a folder of skill folders")
         folders: list[Path] = []
     else:
-        folders = _skill_folders(root)
-    if explicit and not folders:
+        folders, skipped = _skill_folders(root)
+    if explicit and not folders and not skipped:
         raise UsageError(f"no skill folder in {root}", "a skill folder holds a SKILL.md")
+    from adapters.models import ModelService
+
+    models = ModelService(home(args)).registry.known()
     results = []
     for folder in folders:
-        front, _, problems = check_folder(folder, strict=True)
+        front, _, problems = check_folder(folder, strict=True, models=models)
         if front is not None and front.name in RESERVED_NAMES:
             problems.append(
                 Problem(
@@ -209,6 +235,7 @@ def _skills_validate(args: argparse.Namespace) -> int:
                 )
             )
         results.append((folder, front.name if front is not None else folder.name, problems))
+    results += [(p.path, p.path.name, [p]) for p in skipped]
     errors = sum(p.severity == "error" for _, _, ps in results for p in ps)
     warnings = sum(p.severity != "error" for _, _, ps in results for p in ps)
     if args.json:

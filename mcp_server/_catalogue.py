@@ -1,0 +1,180 @@
+"""Catalogue mode: a few tools to find, read and call skills instead of one tool per skill.
+
+Publishing 1,200 skills as 1,200 tools puts ~1 MB of tool definitions (hundreds of thousands
+of tokens) in front of a model before it does anything. In catalogue mode `tools/list` holds
+the meta tools and three more: `find_skills` (by words), `read_skill` (one skill's description,
+schemas and instructions) and `call_skill` (by name, its arguments validated against the skill's
+input schema exactly as a direct call's are). The skills stay reachable as resources, prompts
+and through the Skills extension; a direct `tools/call` of a skill by name still works.
+
+Mode: `on`, `off`, or `auto` (the default): on when the Catalog holds more skills than the
+threshold (`--catalogue-threshold`, default 100).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import Tool as MCPTool
+
+from skills import Skill, SkillsError, UnknownSkillError
+from skills._schema import check_arguments
+from skills.errors import clip
+
+from ._pipelines import _structured
+from ._results import error_result
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+
+    from .app import OrchestratorServer
+
+__all__ = ["CATALOGUE_TOOLS", "DEFAULT_THRESHOLD", "CatalogueMode", "call_catalogue", "catalogue_tools"]
+
+CatalogueMode = Literal["auto", "on", "off"]
+DEFAULT_THRESHOLD = 100
+"""Skills above which `auto` switches catalogue mode on (100 tools is ~90 KB of definitions)."""
+_WORD = re.compile(r"[a-z0-9]+")
+_READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+_SUMMARY = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "The skill's name: give it to read_skill or call_skill."},
+        "title": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "kind": {"type": "string", "description": "instructions, python, script, prompt, agent, pipeline, remote"},
+        "description": {"type": "string"},
+    },
+    "required": ["name", "kind", "description"],
+}
+
+_TOOLS = [
+    MCPTool(
+        name="find_skills",
+        title="Find skills",
+        description="Search this server's skills by words (name, title, description); best matches first. "
+        "Then read one with read_skill and run it with call_skill.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "maxLength": 500, "description": "Words describing the task."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {
+                "skills": {"type": "array", "items": _SUMMARY},
+                "total": {"type": "integer", "description": "How many skills the catalogue holds."},
+            },
+            "required": ["skills", "total"],
+        },
+        annotations=_READ_ONLY,
+    ),
+    MCPTool(
+        name="read_skill",
+        title="Read a skill",
+        description="One skill in full: what it does, the arguments call_skill takes for it (input_schema), "
+        "what it returns, its instructions (SKILL.md body) and its bundled files (skill://<name>/<path>).",
+        input_schema={
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 64, "description": "The skill's name."}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {
+                **_SUMMARY["properties"],
+                "input_schema": {"type": "object"},
+                "output_schema": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+                "instructions": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "files": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": [*_SUMMARY["required"], "input_schema", "files"],
+        },
+        annotations=_READ_ONLY,
+    ),
+    MCPTool(
+        name="call_skill",
+        title="Call a skill",
+        description="Run one skill by name with its arguments (read_skill gives its input_schema); the result "
+        "is the skill's own result, a failure the usual error envelope.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 64, "description": "The skill's name."},
+                "arguments": {"type": "object", "description": "The skill's arguments.", "default": {}},
+            },
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        annotations=ToolAnnotations(openWorldHint=True),
+    ),
+]
+CATALOGUE_TOOLS: dict[str, MCPTool] = {t.name: t for t in _TOOLS}
+
+
+def catalogue_tools() -> list[MCPTool]:
+    return list(_TOOLS)
+
+
+def _summary(skill: Skill) -> dict[str, Any]:
+    return {"name": skill.name, "title": skill.title, "kind": skill.kind, "description": skill.description}
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def find(skills: list[Skill], query: str, limit: int) -> list[Skill]:
+    """Skills ranked by how many query words they hold (name 3, title 2, description 1; a word
+    that starts a longer one counts half), ties by name. No word in common, no result."""
+    wanted = _words(query)
+    scored = []
+    for skill in skills:
+        fields = ((_words(skill.name.replace("-", " ")), 3.0), (_words(skill.title or ""), 2.0))
+        fields += ((_words(skill.description), 1.0),)
+        score = 0.0
+        for word in wanted:
+            for have, weight in fields:
+                if word in have:
+                    score += weight
+                elif len(word) >= 3 and any(h.startswith(word) for h in have):
+                    score += weight / 2
+        if score:
+            scored.append((-score, skill.name, skill))
+    scored.sort(key=lambda row: row[:2])
+    return [row[2] for row in scored[:limit]]
+
+
+async def call_catalogue(
+    server: OrchestratorServer, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
+) -> CallToolResult | InputRequiredResult:
+    """Run one of the catalogue tools (the name is one of `CATALOGUE_TOOLS`)."""
+    tool = CATALOGUE_TOOLS[name]
+    try:
+        check_arguments(name, tool.input_schema, arguments)
+        if name == "find_skills":
+            skills = list(server.catalog)
+            found = find(skills, arguments["query"], arguments.get("limit", 10))
+            return _structured({"skills": [_summary(s) for s in found], "total": len(skills)})
+        skill = server.catalog.find(arguments["name"])
+        if skill is None:
+            raise server.catalog.unknown(clip(arguments["name"], 64))
+    except SkillsError as exc:
+        return error_result(exc, where="name" if isinstance(exc, UnknownSkillError) else "")
+    if name == "call_skill":
+        return await server.call_tool(skill.name, arguments.get("arguments") or {}, context)
+    return _structured(
+        _summary(skill)
+        | {
+            "input_schema": skill.input_schema,
+            "output_schema": skill.output_schema,
+            "instructions": skill.body() if skill.root is not None else None,
+            "files": [f"skill://{skill.name}/{f}" for f in skill.files()],
+        }
+    )

@@ -1,0 +1,227 @@
+"""The task methods on the wire, in both eras, and the shapes of a task in each.
+
+2026-07-28 (the tasks extension, SEP-2663): `tasks/get` (status; the result, the error or the
+outstanding `inputRequests` inlined), `tasks/update` (answers to `inputRequests`), `tasks/cancel`
+(acknowledged empty). A client that did not declare the extension on the request gets -32021.
+
+2025-11-25 (core tasks, SEP-1686): `tasks/get`, `tasks/result` (blocks until the task ends;
+meanwhile the task's sampling requests are sent to the client on that request's stream, with
+the `related-task` metadata), `tasks/list` (the requester's tasks), `tasks/cancel` (the
+cancelled task; a finished task is -32602).
+
+One handler per method serves both eras (the SDK keeps one handler per method name). An unknown
+task, and a task of another identity, are the same -32602: a task's existence is not disclosed.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import (
+    INVALID_PARAMS,
+    CreateMessageRequest,
+    CreateMessageResult,
+    CreateMessageResultWithTools,
+    RequestParams,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ConfigDict, Field
+
+from ._execution import first_of
+from .store import TaskRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._execution import Execution
+    from ._service import TaskService
+
+__all__ = ["TASKS_EXTENSION", "TaskParams", "install", "task_wire"]
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+_LIST_PAGE = 50
+
+
+class TaskParams(RequestParams):
+    """The params of every task method (each uses what it needs)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str | None = Field(default=None, alias="taskId", max_length=200)
+    input_responses: dict[str, Any] | None = Field(default=None, alias="inputResponses")
+    cursor: str | None = Field(default=None, max_length=200)
+
+
+def task_wire(record: TaskRecord, service: TaskService, *, modern: bool, detail: bool = False) -> dict[str, Any]:
+    """A task as the client's era shows it (`detail`: with its result, error or input requests)."""
+    from ._service import iso
+
+    status = record.status
+    if not modern and status == "completed" and record.is_error:
+        status = "failed"  # 2025-11-25: a tool result with isError is a failed task
+    wire: dict[str, Any] = {
+        "taskId": record.task_id,
+        "status": status,
+        "createdAt": iso(record.created),
+        "lastUpdatedAt": iso(record.updated),
+        ("ttlMs" if modern else "ttl"): record.ttl_ms,
+        ("pollIntervalMs" if modern else "pollInterval"): service.limits.poll_interval_ms,
+    }
+    if record.status_message:
+        wire["statusMessage"] = record.status_message
+    if record.run_id:
+        wire["_meta"] = {"io.orchestrator/run-id": record.run_id}
+    if detail and modern:
+        if record.status == "completed" and record.result is not None:
+            wire["result"] = record.result
+        elif record.status == "failed":
+            wire["error"] = record.error or {"code": -32603, "message": record.status_message or "failed"}
+        elif record.status == "input_required":
+            execution = service.execution(record.task_id)
+            pending = execution.inbox.pending if execution is not None and execution.inbox is not None else {}
+            wire["inputRequests"] = {
+                key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
+                for key, request in pending.items()
+            }
+    return wire
+
+
+def install(lowlevel: Any, service: Callable[[], TaskService]) -> None:
+    """Serve the task methods on a low-level server and advertise the extension (the service is
+    made on the first use, keeping its imports off the start-up path)."""
+    methods = _Methods(service)
+    for name, handler in (
+        ("tasks/get", methods.get),
+        ("tasks/update", methods.update),
+        ("tasks/cancel", methods.cancel),
+        ("tasks/result", methods.result),
+        ("tasks/list", methods.list),
+    ):
+        lowlevel.add_request_handler(name, TaskParams, handler)
+    lowlevel.extensions[TASKS_EXTENSION] = {}
+
+
+class _Methods:
+    def __init__(self, service: Callable[[], TaskService]) -> None:
+        self._service = service
+
+    @property
+    def service(self) -> TaskService:
+        return self._service()
+
+    async def _task(self, ctx: Any, params: TaskParams) -> tuple[TaskRecord, bool]:
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern:
+            from mcp.server.mcpserver.server import require_client_extension
+
+            require_client_extension(ctx, TASKS_EXTENSION)
+        if not params.task_id:
+            raise MCPError(code=INVALID_PARAMS, message="taskId is required")
+        record = await self.service.find(params.task_id, SimpleNamespace(request_context=ctx))
+        if record is None:
+            raise MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
+        _seen(ctx).add(record.task_id)
+        return record, modern
+
+    async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        record, modern = await self._task(ctx, params)
+        return task_wire(record, self.service, modern=modern, detail=True)
+
+    async def update(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        record, modern = await self._task(ctx, params)
+        if not modern:
+            raise MCPError(code=-32601, message="Method not found", data="tasks/update")
+        execution = self.service.execution(record.task_id)
+        if execution is not None and execution.inbox is not None:
+            execution.inbox.answer({k: v for k, v in (params.input_responses or {}).items() if isinstance(v, dict)})
+        return {}
+
+    async def cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        record, modern = await self._task(ctx, params)
+        if record.terminal:
+            if modern:
+                return {}
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Cannot cancel task: already in terminal status '{record.status}'"
+            )
+        cancelled = await self.service.cancel(record.task_id)
+        if modern:
+            return {}
+        return task_wire(cancelled.with_(status="cancelled"), self.service, modern=False)
+
+    async def list(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            raise MCPError(code=-32601, message="Method not found", data="tasks/list")
+        requester = SimpleNamespace(request_context=ctx)
+        from ._calls import identity_of
+
+        principal, mine, _ = identity_of(requester)
+        records = await self.service._io(lambda: self.service.store.list(500, principal=principal))
+        seen = _seen(ctx)
+        if principal is None:  # no identity: the tasks this connection made or was given the id of
+            records = [r for r in records if r.requester == mine or r.task_id in seen]
+        start = int(params.cursor) if params.cursor and params.cursor.isdigit() else 0
+        page = records[start : start + _LIST_PAGE]
+        found = [await self.service.find(r.task_id, requester) or r for r in page]
+        out: dict[str, Any] = {"tasks": [task_wire(r, self.service, modern=False) for r in found]}
+        if start + _LIST_PAGE < len(records):
+            out["nextCursor"] = str(start + _LIST_PAGE)
+        return out
+
+    async def result(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
+        record, modern = await self._task(ctx, params)
+        if modern:
+            raise MCPError(code=-32601, message="Method not found", data="tasks/result")
+        execution = self.service.execution(record.task_id)
+        while execution is not None and not execution.finished.is_set():
+            asked = execution.inbox.next_request() if execution.inbox is not None else None
+            if execution.waiting:
+                await _ask_client(ctx, execution, record.task_id)
+            else:
+                await first_of(execution.finished.wait, asked.wait if asked is not None else None)
+        record, _ = await self._task(ctx, params)
+        related = {RELATED_TASK: {"taskId": record.task_id}}
+        if record.result is not None:
+            return {**record.result, "_meta": {**(record.result.get("_meta") or {}), **related}}
+        error = record.error or {"code": -32603, "message": record.status_message or f"task {record.status}"}
+        raise MCPError(code=int(error.get("code", -32603)), message=str(error.get("message")), data=error.get("data"))
+
+
+async def _ask_client(ctx: Any, execution: Execution, task_id: str) -> None:
+    """Send the task's outstanding sampling requests to the client on this request's stream."""
+    inbox = execution.inbox
+    assert inbox is not None
+    related = ServerMessageMetadata(related_request_id=ctx.request_id)
+
+    async def ask(key: str, request: CreateMessageRequest) -> None:
+        params = request.params.model_copy(update={"meta": {RELATED_TASK: {"taskId": task_id}}})
+        shape = CreateMessageResultWithTools if params.tools or params.tool_choice else CreateMessageResult
+        try:
+            answer = await ctx.session.send_request(CreateMessageRequest(params=params), shape, metadata=related)
+        except MCPError as exc:
+            inbox.refuse(key, exc.error.message)
+            return
+        inbox.answer({key: answer})
+
+    async with anyio.create_task_group() as tg:
+        for key, request in list(inbox.pending.items()):
+            tg.start_soon(ask, key, request)
+
+
+def _seen(ctx: Any) -> set[str]:
+    """Task ids this connection created or was given (2025-11-25 `tasks/list` without identity)."""
+    session = ctx.session
+    connection = getattr(session, "_connection", session)
+    found: set[str] | None = getattr(connection, "_orchestrator_tasks", None)
+    if found is None:
+        found = set()
+        try:
+            connection._orchestrator_tasks = found
+        except AttributeError:  # a connection that takes no attributes keeps no list
+            pass
+    return found

@@ -1,0 +1,285 @@
+"""Tasks: a tool call that returns a handle at once and runs on in the server.
+
+A client that declares the tasks extension on its `tools/call` (2026-07-28), or sends the call
+with `task` (2025-11-25, for a tool whose `execution.taskSupport` is `optional`), gets a task
+for pipelines, agents and the long meta tools. The call runs as an `Execution` whose state is
+written to the `TaskStore` as it changes, so `tasks/get` from any connection (and `orchestrator
+runs`) sees it, the result outlives the connection, and a task whose server stopped is reported
+failed with the run id that resumes its pipeline run.
+
+Who may see a task: the identity that created it (the authenticated principal); on a transport
+without authentication the task id (192 random bits) is the key, as both specs allow.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from mcp_types import CallToolResult
+
+from skills import SkillContext
+from skills.base import LogFn, ProgressFn
+from skills.errors import LimitExceededError
+
+from .._results import error_result
+from ._calls import RUN_IDS_KEY, CallTarget, identity_of
+from ._execution import Execution, ExecutionHost
+from .store import TaskLimits, TaskRecord, TaskState, TaskStore
+
+if TYPE_CHECKING:
+    from pipelines.service import PipelineService
+
+__all__ = ["TaskService"]
+
+log = logging.getLogger("mcp_server.tasks")
+
+PROGRESS_WRITE_EVERY = 0.5
+"""Seconds between writes of a task's progress to the store (status changes are written at once)."""
+
+
+class TaskService:
+    """The tasks and parked calls of one server."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        limits: TaskLimits,
+        *,
+        pipelines: PipelineService | None,
+        sinks: Callable[[Any, str], tuple[ProgressFn | None, LogFn | None]],
+    ) -> None:
+        self.store = store
+        self.limits = limits
+        self.pipelines = pipelines
+        self.sinks = sinks
+        """The progress and log channels of a request (to attach a round to its execution)."""
+        self.host = ExecutionHost()
+        self.tasks: dict[str, Execution] = {}
+        """Executions of the tasks this process runs, by task id."""
+        self.records: dict[str, TaskRecord] = {}
+        """Current records of the tasks this process runs (fresher than the store)."""
+        self.done: dict[str, TaskRecord] = {}
+        """Records of tasks that finished here, until their store write is surely done."""
+        self._recovered = False
+        self._written: dict[str, float] = {}
+        self._dirty: dict[str, TaskRecord] = {}
+        self._flushing: dict[str, anyio.Event] = {}
+
+    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    # -- start-up --------------------------------------------------------------------------------
+    async def recover(self) -> None:
+        """Once per process: tasks whose server stopped are failed, naming the run that resumes them."""
+        if self._recovered:
+            return
+        self._recovered = True
+        now = time.time()
+        for record in await self._io(self.store.orphans):
+            how = f"; `orchestrator runs resume {record.run_id}` continues its run" if record.run_id else ""
+            message = f"the server stopped while this task ran{how}"
+            error = {"code": -32603, "message": message, "data": {"run_id": record.run_id}}
+            await self._io(
+                self.store.save, record.with_(status="failed", status_message=message, error=error, updated=now)
+            )
+            log.info("task %s of %s: %s", record.task_id[:8], record.tool, message)
+        await self._io(self.store.purge, now)
+
+    # -- creating --------------------------------------------------------------------------------
+    async def create(
+        self,
+        target: CallTarget,
+        arguments: dict[str, Any],
+        context: Any,
+        ctx: SkillContext,
+        *,
+        era: str,
+        ttl_ms: int | None,
+        bound: Callable[[], Any],
+    ) -> TaskRecord | CallToolResult:
+        """Start the call as a task; its record (or a limit error when the client has too many)."""
+        await self.recover()
+        principal, requester, client = identity_of(context)
+        if await self._io(self.store.active, requester) >= self.limits.max_per_client:
+            return error_result(
+                LimitExceededError(
+                    f"this client already has {self.limits.max_per_client} unfinished tasks",
+                    hint="wait for them or cancel some (tasks: max_per_client in config.yaml raises it)",
+                ),
+                output_schema=target.output_schema,
+            )
+        limit = int(self.limits.max_ttl_hours * 3_600_000)
+        ttl = min(ttl_ms, limit) if ttl_ms else int(self.limits.ttl_hours * 3_600_000)
+        now = time.time()
+        record = TaskRecord(
+            task_id=secrets.token_urlsafe(24),
+            tool=target.name,
+            status="working",
+            created=now,
+            updated=now,
+            ttl_ms=max(60_000, ttl),
+            principal=principal,
+            requester=requester,
+            client=client,
+            era="extension" if era == "extension" else "core",
+            arguments=arguments,
+            status_message="started",
+        )
+        await self._io(self.store.create, record)  # durable before the handle is returned (both specs)
+        from adapters.models import INBOX_KEY, InputInbox
+
+        inbox = ctx.extras.get(INBOX_KEY)
+        execution = Execution(
+            tool=target.name,
+            requester=requester,
+            principal=principal,
+            inbox=inbox if isinstance(inbox, InputInbox) else None,
+            idle_limit=record.ttl_ms / 1000 if record.ttl_ms else float("inf"),
+        )
+        ctx.progress_fn, ctx.log_fn = execution.report, execution.log
+        ctx.extras[RUN_IDS_KEY] = execution.run_ids
+        self.tasks[record.task_id] = execution
+        self.records[record.task_id] = record
+        execution.listeners.append(lambda e: self._changed(record.task_id, e))
+        async with bound():
+            self.host.start(execution, target.body(arguments, ctx))
+        log.info("task %s: %s started for %s", record.task_id[:8], target.name, client or requester)
+        return record
+
+    # -- reading ---------------------------------------------------------------------------------
+    async def find(self, task_id: str, context: Any) -> TaskRecord | None:
+        """The task as it is now, if this requester may see it (else None: it does not exist for them)."""
+        await self.recover()
+        record = self.records.get(task_id) or self.done.get(task_id) or await self._io(self.store.get, task_id)
+        if record is None:
+            return None
+        principal, _, _ = identity_of(context)
+        if record.principal != principal:
+            return None
+        execution = self.tasks.get(task_id)
+        return self._live(record, execution) if execution is not None else record
+
+    def execution(self, task_id: str) -> Execution | None:
+        return self.tasks.get(task_id)
+
+    def _live(self, record: TaskRecord, execution: Execution) -> TaskRecord:
+        status: TaskState = "input_required" if execution.waiting else record.status
+        progress = execution.progress
+        message = record.status_message
+        if progress is not None and not record.terminal:
+            done, total, text = progress
+            count = f"{done:g}/{total:g}" if total else f"{done:g}"
+            message = f"{text} ({count})" if text else count
+        if status == "input_required":
+            message = "waiting for the client's model" + (f": {message}" if message else "")
+        return record.with_(
+            status=status,
+            status_message=message,
+            progress=(progress[0], progress[1]) if progress else record.progress,
+            run_id=execution.run_ids[0] if execution.run_ids else record.run_id,
+        )
+
+    # -- changing --------------------------------------------------------------------------------
+    async def cancel(self, task_id: str) -> TaskRecord:
+        """Stop a task (its pipeline run is recorded as cancelled and can be resumed by its run id)."""
+        record = self.records.get(task_id) or await self._io(self.store.get, task_id)
+        assert record is not None
+        execution = self.tasks.get(task_id)
+        if execution is not None:
+            execution.cancel()
+            with anyio.move_on_after(5):
+                await execution.finished.wait()
+            return self.records.get(task_id, record)
+        cancelled = record.with_(status="cancelled", status_message="cancelled", updated=time.time())
+        await self._io(self.store.save, cancelled)
+        return cancelled
+
+    def _changed(self, task_id: str, execution: Execution) -> None:
+        """An execution changed: write its task's record (progress at most every half second)."""
+        record = self.records.get(task_id)
+        if record is None:
+            return
+        now = time.monotonic()
+        finished = execution.finished.is_set()
+        if finished:
+            if execution.result is not None:
+                result = execution.result.model_dump(by_alias=True, mode="json", exclude_none=True)
+                update = self._live(record, execution).with_(status="completed", result=result)
+                update = update.with_(status_message=_summary(update))
+            else:
+                run = execution.run_ids[0] if execution.run_ids else None
+                why = "it waited too long for input" if execution.expired else "cancelled"
+                how = f"; `orchestrator runs resume {run}` continues its run" if run else ""
+                update = record.with_(status="cancelled", status_message=f"{why}{how}", run_id=run)
+            self.tasks.pop(task_id, None)
+            self.records.pop(task_id, None)
+        else:
+            update = self._live(record, execution)
+            if update.status == record.status and now - self._written.get(task_id, 0.0) < PROGRESS_WRITE_EVERY:
+                return
+            self.records[task_id] = update
+        self._written[task_id] = now
+        update = update.with_(updated=time.time())
+        if finished:
+            self._written.pop(task_id, None)
+            self.done[task_id] = update
+            while len(self.done) > 1000:
+                self.done.pop(next(iter(self.done)))
+        self._queue(update)
+
+    def _queue(self, record: TaskRecord) -> None:
+        """Write `record` soon, in order: the writes of one task never overtake each other."""
+        self._dirty[record.task_id] = record
+        if record.task_id not in self._flushing:
+            self._flushing[record.task_id] = anyio.Event()
+            _spawn(self._flush(record.task_id), f"save task {record.task_id[:8]}")
+
+    async def _flush(self, task_id: str) -> None:
+        try:
+            while (record := self._dirty.pop(task_id, None)) is not None:
+                await self._io(self.store.save, record)
+        finally:
+            self._flushing.pop(task_id).set()
+
+    async def aclose(self) -> None:
+        """Stop what runs (recorded as cancelled: resumable) and finish the writes."""
+        await self.host.aclose()
+        with anyio.move_on_after(10, shield=True):
+            for done in list(self._flushing.values()):
+                await done.wait()
+
+
+def iso(ts: float) -> str:
+    """An ISO 8601 UTC timestamp, as both specs want them."""
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _summary(record: TaskRecord) -> str:
+    if record.is_error:
+        return "finished with an error"
+    return "finished" + (f" (run {record.run_id})" if record.run_id else "")
+
+
+def _spawn(work: Awaitable[Any], what: str) -> None:
+    """Run a store write without holding up the body (it is awaited by nobody; failures are logged)."""
+    import asyncio
+
+    async def run() -> None:
+        try:
+            await work
+        except Exception:  # why: a write nobody awaits must say why it failed somewhere
+            log.exception("could not %s", what)
+
+    task = asyncio.get_running_loop().create_task(run())
+    _PENDING.add(task)
+    task.add_done_callback(_PENDING.discard)
+
+
+_PENDING: set[Any] = set()
