@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -207,9 +208,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def family_cpu() -> float:
-    """CPU seconds of this process and its live children (the worker processes of python
-    skills): the work a run costs, which the machine's load moves less than wall time."""
-    own, total = os.getpid(), time.process_time()
+    """CPU seconds of this process and its children (the worker processes of python skills),
+    live or ended: the work a run costs, which the machine's load moves less than wall time."""
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)  # the children reaped already
+    own, total = os.getpid(), time.process_time() + ended.ru_utime + ended.ru_stime
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
