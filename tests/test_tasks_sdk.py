@@ -122,7 +122,8 @@ async def test_a_task_cancelled_mid_run_stops_at_once_and_its_run_resumes_later(
         stopped = time.monotonic() - asked
     print(f"task cancelled: reported {state.status} {stopped:.3f}s after tasks/cancel")
     assert state.status == "cancelled" and stopped < 10
-    marks = len(_marks(log))
+    before = _marks(log)
+    marks = len(before)
     assert 2 <= marks < 8
     run_id = state.meta["io.orchestrator/run-id"] if state.meta else None  # type: ignore[index]
     assert run_id and "orchestrator runs resume" in (state.status_message or "")
@@ -130,7 +131,12 @@ async def test_a_task_cancelled_mid_run_stops_at_once_and_its_run_resumes_later(
     env = {"ORCHESTRATOR_HOME": str(home), "PATH": "/usr/bin:/bin"}
     resumed = run_cli("runs", "resume", run_id, "--skills", str(skills), "--json", env=env, cwd=tmp_path)
     assert resumed.code == 0, resumed.err
-    assert sorted(_marks(log)) == sorted(f"m{n}" for n in range(8))  # finished items were not run again
+    after = _marks(log)
+    assert sorted(set(after)) == sorted(f"m{n}" for n in range(8))
+    # finished items were not run again; only the item in flight when the cancel came (its mark
+    # written, its result not yet recorded) may run a second time
+    again = [m for m in set(after) if after.count(m) > 1]
+    assert again in ([], [before[-1]]) and all(after.count(m) <= 2 for m in again)
 
 
 async def test_an_agent_task_answers_fifteen_sampling_requests_in_one_task(
