@@ -2,27 +2,30 @@
 
 Meta tools are the server's own tools (not skills): `validate_pipeline` checks YAML text and
 returns every issue or the help text; `register_pipeline` saves a valid pipeline into the home
-and publishes it at once (clients get `tools/list_changed`); `create_skill` has a model write,
-a reviewer approve and the skill's own tests pass a new skill before it is published;
-`plan_and_run` has a model write, verify, run and review a pipeline for a request.
+and publishes it at once (clients get `tools/list_changed`); with `create_missing` both first
+create the skills the pipeline lacks. `META_TOOLS` gathers them with the meta tools of the other
+modules: `create_skill` and `plan_and_run` (`_planning`), `spawn_agent` and `orchestrate`
+(`_agents`), `run_pipeline` (`_stepping`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from skills._schema import ANY_JSON, nullable
+from skills._schema import nullable
 from skills.errors import clip
 
+from ._agents import AGENT_TOOLS
+from ._meta import MetaTool, structured
+from ._planning import MODEL_TOOLS
 from ._resources import read_skill_file
 from ._results import error_result
+from ._stepping import RUN_TOOLS
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
@@ -41,25 +44,32 @@ _ISSUE = {
         "code": {"type": "string"},
     },
 }
+_CREATE_MISSING = {
+    "type": "boolean",
+    "default": False,
+    "description": "First create (at most 3) skills the pipeline calls that do not exist: a model writes each, a "
+    "reviewer and its own tests in the sandbox check it (create_skill), then the pipeline is verified again.",
+}
+_CREATED = {
+    "type": "array",
+    "description": "Each skill create_missing tried to create: name, created, stage, reasons.",
+    "items": {
+        "type": "object",
+        "properties": {
+            "name": nullable({"type": "string"}),
+            "created": {"type": "boolean"},
+            "stage": {"type": "string"},
+            "reasons": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+}
 _YAML_INPUT = {
     "type": "string",
     "description": "The pipeline file's YAML text (the format: the pipeline-authoring skill, or docs/pipelines.md).",
 }
 
 
-@dataclass(frozen=True)
-class MetaTool:
-    """A tool of the server itself."""
-
-    tool: MCPTool
-    handler: Callable[[PipelineService, dict[str, Any], SkillContext], Awaitable[CallToolResult]]
-
-
-def _structured(data: dict[str, Any]) -> CallToolResult:
-    import json
-
-    text = json.dumps(data, ensure_ascii=False, indent=1)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+_structured = structured  # the name other modules import
 
 
 def _issues(issues: list[Any]) -> list[dict[str, Any]]:
@@ -69,19 +79,34 @@ def _issues(issues: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+async def _checked(
+    service: PipelineService, text: str, file: str, args: dict[str, Any], ctx: SkillContext
+) -> tuple[Any, list[Any], dict[str, Any]]:
+    """Verify `text`; with `create_missing`, create the skills it lacks first (and verify again).
+
+    Returns the spec, its issues and what to add to the result (`created_skills`)."""
+    from pipelines._missing import check_creating, creation_summary
+
+    if not args.get("create_missing"):
+        spec, issues = await service.check_off_loop(text, file)
+        return spec, issues, {}
+    spec, issues, created = await check_creating(service, text, file, ctx)
+    return spec, issues, {"created_skills": [creation_summary(c) for c in created]}
+
+
 async def _validate(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     from pipelines._help_ai import cached_overview, text_hash, with_overview
 
-    spec, issues = await service.check_off_loop(args["yaml"], args.get("file") or "<pipeline>")
+    spec, issues, extra = await _checked(service, args["yaml"], args.get("file") or "<pipeline>", args, ctx)
     errors = [i for i in issues if i.severity == "error"]
-    data: dict[str, Any] = {"valid": spec is not None and not errors, "issues": _issues(issues)}
+    data: dict[str, Any] = {"valid": spec is not None and not errors, "issues": _issues(issues), **extra}
     if spec is not None and not errors:
         data["id"] = spec.id
         text = args["yaml"] if args["yaml"].endswith("\n") else args["yaml"] + "\n"
         data["help"] = with_overview(spec, cached_overview(service.home.cache_dir, text_hash(text)))  # no model call
     else:
         data["report"] = "\n".join(str(i) for i in issues)
-    return _structured(data)
+    return structured(data)
 
 
 async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
@@ -90,7 +115,7 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
     from pipelines.errors import PipelineError, VerificationError
 
     text = args["yaml"] if args["yaml"].endswith("\n") else args["yaml"] + "\n"
-    spec, issues = await service.check_off_loop(text, "<register_pipeline>")
+    spec, issues, extra = await _checked(service, text, "<register_pipeline>", args, ctx)
     help_ = None
     taken = spec is not None and (service.home.pipelines_dir / f"{spec.id}.yaml").exists() and not args.get("overwrite")
     if spec is not None and not taken and not any(i.severity == "error" for i in issues):
@@ -108,7 +133,7 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
             + "; validate_pipeline checks a pipeline without saving it",
             error_type="invalid_arguments",
             where=f"yaml:{first.line}:{first.col}" if first else "yaml",
-            report={"registered": False, "issues": _issues(exc.issues), "report": report},
+            report={"registered": False, "issues": _issues(exc.issues), "report": report, **extra},
         )
     except PipelineError as exc:
         return error_result(
@@ -116,85 +141,11 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
             exc.hint,
             error_type="invalid_arguments",
             where="yaml",
-            report={"registered": False, "issues": [], "report": str(exc)},
+            report={"registered": False, "issues": [], "report": str(exc), **extra},
         )
     data = {"registered": True, "id": skill.name, "file": str(skill.file), "help": help_ or help_text(skill.spec)}
-    return _structured(data)
-
-
-async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from pydantic import ValidationError
-
-    from skills import SkillsError
-    from skills.creator import TestCase, create_skill
-
-    try:
-        tests = [TestCase.model_validate(case) for case in args.get("test_cases") or []]
-    except ValidationError as exc:
-        return error_result(
-            f"test_cases: {clip(str(exc), 1000)}",
-            "each case is {arguments: {...}, expected: ...} or with checks",
-            error_type="invalid_arguments",
-            where="test_cases",
-        )
-
-    async def refresh_pipelines() -> None:  # pipelines that called the missing skill verify now
-        await service.catalog.refresh(service.sources)
-
-    try:
-        creation = await create_skill(
-            args["request"],
-            home=service.home,
-            catalog=service.catalog,
-            ctx=ctx,
-            name=args.get("name"),
-            test_cases=tests,
-            overwrite=bool(args.get("overwrite")),
-            also_refresh=refresh_pipelines,
-        )
-    except SkillsError as exc:
-        return error_result(exc)
-    data = creation.as_dict()
-    if creation.created:
-        return _structured(data)
-    return error_result(
-        f"skill not created (stopped at the {data['stage']} stage): " + "; ".join(map(str, data["reasons"])),
-        "the result's files and tests show what was made; change the request or give test_cases and call again",
-        error_type="skill_failed",
-        where=f"stage {data['stage']}",
-        report=data,
-    )
-
-
-async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from pipelines.planner import plan_and_run
-    from skills import SkillsError
-
-    try:
-        data = await plan_and_run(
-            service,
-            args["request"],
-            ctx,
-            inputs=args.get("inputs"),
-            max_iterations=int(args.get("max_iterations", 3)),
-            max_fixes=int(args.get("max_fixes", 3)),
-            register_as=args.get("register_as"),
-            register=bool(args.get("register")),
-            overwrite=bool(args.get("overwrite")),
-            create_missing=bool(args.get("create_missing")),
-        )
-    except SkillsError as exc:
-        return error_result(exc)
-    if data["status"] != "failed":
-        return _structured(data)
-    issues = [str(i) for i in data.get("issues") or []]
-    return error_result(
-        "plan_and_run failed: " + ("; ".join(issues) or "no pipeline could be written and run for the request"),
-        "the result's pipeline_yaml and history show how far it got; rephrase the request or raise max_fixes",
-        error_type="skill_failed",
-        where=f"iteration {data.get('iterations', 0)}",
-        report=data,
-    )
+    data |= extra
+    return structured(data)
 
 
 META_TOOLS: dict[str, MetaTool] = {
@@ -204,10 +155,15 @@ META_TOOLS: dict[str, MetaTool] = {
             title="Validate a pipeline",
             description="Check a pipeline's YAML text without running it: every problem at once with line, column "
             "and a hint (YAML syntax, unknown keys, undefined variables, unknown skills, cycles, arguments that "
-            "do not fit a skill), or, when it is valid, its help text. Use it while writing a pipeline.",
+            "do not fit a skill), or, when it is valid, its help text. Use it while writing a pipeline. Nothing "
+            "is saved, unless create_missing: true has the skills the pipeline lacks created first.",
             input_schema={
                 "type": "object",
-                "properties": {"yaml": _YAML_INPUT, "file": {"type": "string", "description": "Name for messages."}},
+                "properties": {
+                    "yaml": _YAML_INPUT,
+                    "file": {"type": "string", "description": "Name for messages."},
+                    "create_missing": _CREATE_MISSING,
+                },
                 "required": ["yaml"],
                 "additionalProperties": False,
             },
@@ -219,10 +175,12 @@ META_TOOLS: dict[str, MetaTool] = {
                     "help": {"type": "string"},
                     "id": {"type": "string"},
                     "report": {"type": "string"},
+                    "created_skills": _CREATED,
                 },
                 "required": ["valid", "issues"],
             },
-            annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+            # Not read-only: with create_missing it writes (and publishes) skills.
+            annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
         ),
         _validate,
     ),
@@ -232,12 +190,13 @@ META_TOOLS: dict[str, MetaTool] = {
             title="Register a pipeline",
             description="Validate a pipeline's YAML text, save it into the orchestrator home (pipelines/<id>.yaml) "
             "and publish it at once as a tool named by its id. Refuses a pipeline with errors (they are returned) "
-            "and an existing id unless overwrite is true.",
+            "and an existing id unless overwrite is true; create_missing: true creates the skills it lacks first.",
             input_schema={
                 "type": "object",
                 "properties": {
                     "yaml": _YAML_INPUT,
                     "overwrite": {"type": "boolean", "default": False, "description": "Replace a registered one."},
+                    "create_missing": _CREATE_MISSING,
                 },
                 "required": ["yaml"],
                 "additionalProperties": False,
@@ -251,6 +210,7 @@ META_TOOLS: dict[str, MetaTool] = {
                     "help": {"type": "string"},
                     "issues": {"type": "array", "items": _ISSUE},
                     "report": {"type": "string"},
+                    "created_skills": _CREATED,
                 },
                 "required": ["registered"],
             },
@@ -258,134 +218,12 @@ META_TOOLS: dict[str, MetaTool] = {
         ),
         _register,
     ),
-    "create_skill": MetaTool(
-        MCPTool(
-            name="create_skill",
-            title="Create a skill",
-            description="Have a model write a new skill for a request (atomize, plan, execute, aggregate: SKILL.md, "
-            "skill.yaml, a Python script and its test cases), then a reviewer model check it and its tests run in "
-            "the script sandbox. Only a skill that passes all three is saved into the orchestrator home and "
-            "published at once as a tool; otherwise the result says at which stage and why, with the files.",
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "request": {"type": "string", "minLength": 1, "description": "What the skill should do."},
-                    "name": {
-                        "type": "string",
-                        "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
-                        "maxLength": 64,
-                        "description": "The skill's name (lowercase, hyphens); the model picks one when omitted.",
-                    },
-                    "test_cases": {
-                        "type": "array",
-                        "maxItems": 20,
-                        "description": "Calls the skill must pass: {arguments, expected} (expected: the result "
-                        "fields that must match) or {arguments, checks: [{path, equals|contains|type|min|max|length|"
-                        "matches}]}; the model writes its own when omitted.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "arguments": {"type": "object"},
-                                "expected": {**ANY_JSON, "description": "Result fields that must match."},
-                                "checks": {"type": "array", "items": {"type": "object"}},
-                                "error": {"type": "boolean"},
-                            },
-                            "required": ["arguments"],
-                        },
-                    },
-                    "overwrite": {"type": "boolean", "default": False, "description": "Replace a skill of that name."},
-                },
-                "required": ["request"],
-                "additionalProperties": False,
-            },
-            output_schema={
-                "type": "object",
-                "properties": {
-                    "created": {"type": "boolean"},
-                    "stage": {"type": "string"},
-                    "name": nullable({"type": "string"}),
-                    "reasons": {"type": "array", "items": {"type": "string"}},
-                    "files": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "tests": {"type": "array", "items": {"type": "object"}},
-                    "tests_passed": {"type": "integer"},
-                    "tests_total": {"type": "integer"},
-                    "review": nullable({"type": "object"}),
-                    "usage": {"type": "object"},
-                    "path": {"type": "string"},
-                    "published": {"type": "boolean"},
-                },
-                "required": ["created", "stage", "reasons"],
-            },
-            annotations=ToolAnnotations(
-                read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-            ),
-        ),
-        _create_skill,
-    ),
-    "plan_and_run": MetaTool(
-        MCPTool(
-            name="plan_and_run",
-            title="Plan and run",
-            description="Have a model write a pipeline for a request from the available skills, fix it until the "
-            "verifier accepts it, run it, and let a reviewer model judge the outputs; on `needs_fix` the model "
-            "revises the pipeline and it runs again, up to max_iterations. Returns the status (complete, needs_fix, "
-            "failed), the final pipeline YAML, its outputs and run id; can register the final pipeline as a tool.",
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "request": {"type": "string", "minLength": 1, "description": "What should be done."},
-                    "inputs": {"type": "object", "description": "Inputs to run the pipeline with (optional)."},
-                    "max_iterations": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
-                    "max_fixes": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "maximum": 10,
-                        "default": 3,
-                        "description": "Rounds of verifier errors sent back to the model per iteration.",
-                    },
-                    "register_as": {
-                        "type": "string",
-                        "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
-                        "maxLength": 64,
-                        "description": "Register the final pipeline, when complete, as a tool of this id.",
-                    },
-                    "register": {"type": "boolean", "default": False, "description": "Register it under its own id."},
-                    "overwrite": {"type": "boolean", "default": False, "description": "Replace a registered one."},
-                    "create_missing": {
-                        "type": "boolean",
-                        "default": False,
-                        "description": "Create (at most 2) skills the pipeline needs that do not exist (create_skill).",
-                    },
-                },
-                "required": ["request"],
-                "additionalProperties": False,
-            },
-            output_schema={
-                "type": "object",
-                "properties": {
-                    "status": {"type": "string", "enum": ["complete", "needs_fix", "failed"]},
-                    "iterations": {"type": "integer"},
-                    "pipeline_yaml": {"type": "string"},
-                    "pipeline_id": nullable({"type": "string"}),
-                    "outputs": {**ANY_JSON, "description": "The final run's outputs."},
-                    "run_id": nullable({"type": "string"}),
-                    "review": nullable({"type": "object"}),
-                    "history": {"type": "array", "items": {"type": "object"}},
-                    "issues": {"type": "array", "items": {"type": "string"}},
-                    "usage": {"type": "object"},
-                    "registered": {"type": "boolean"},
-                    "tool": {"type": "string"},
-                    "register_error": {"type": "string"},
-                },
-                "required": ["status", "iterations", "pipeline_yaml"],
-            },
-            annotations=ToolAnnotations(
-                read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-            ),
-        ),
-        _plan_and_run,
-    ),
 }
+
+
+META_TOOLS.update(MODEL_TOOLS)
+META_TOOLS.update(AGENT_TOOLS)
+META_TOOLS.update(RUN_TOOLS)
 
 
 def read_pipeline_resource(service: PipelineService, uri: str) -> tuple[str | bytes, str]:

@@ -77,9 +77,11 @@ from skills import (
     UnknownSkillError,
 )
 from skills._schema import check_arguments
+from skills.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.checks import unknown_models
 from skills.discovery import ARCHIVE_SUFFIXES
 from skills.errors import clip
+from skills.roles import ROLES_KEY, Roles
 from skills.sources import report_roots
 
 from . import __version__
@@ -97,6 +99,7 @@ from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, install, tas
 if TYPE_CHECKING:
     from adapters import ServerSource
     from adapters.models import ModelService
+    from pipelines._help_ai import HelpWriter
     from pipelines.service import PipelineService
 
     from .tasks import TaskService
@@ -106,6 +109,9 @@ __all__ = ["OrchestratorServer", "create_server"]
 
 log = logging.getLogger("mcp_server")
 
+_STARTS_AGENTS = frozenset({"agent", "pipeline", "meta"})
+"""Calls that may start agents (agent skills, pipelines with agent steps, meta tools): they get the
+home's agent roles and a run budget."""
 _LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
 
 INSTRUCTIONS = (
@@ -379,7 +385,24 @@ class OrchestratorServer(MCPServer):
                 ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context, parked=parked)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
+        if getattr(skill, "kind", "meta") in _STARTS_AGENTS:  # two stats a call: not for the plain skills
+            ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
+            if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
+                ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
         return ctx
+
+    @cached_property
+    def help_writer(self) -> HelpWriter:
+        """Writes the model's overview of every published pipeline in the background (`running`)."""
+        from pipelines._help_ai import HelpWriter
+
+        assert self.pipelines is not None
+        return HelpWriter(self.pipelines, self.models.api_access)
+
+    @cached_property
+    def roles(self) -> Roles:
+        """The home's agent roles (`agents/roles.yaml` over the shipped ones), re-read when it changes."""
+        return Roles(self.home.root if self.home is not None else None)
 
     # -- resources ---------------------------------------------------------------------------
     async def _handle_list_resources(self, ctx: Any, params: PaginatedRequestParams | None) -> ListResourcesResult:
@@ -565,6 +588,8 @@ class OrchestratorServer(MCPServer):
         no child process behind.
         """
         async with anyio.create_task_group() as tg, self.watching():
+            if self.pipelines is not None:  # overviews of the pipelines' help, with the API only
+                tg.start_soon(self.help_writer.run)
             if self.servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
                 after = self.pending.check if self.pending is not None else None
@@ -740,8 +765,9 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     return extras
 
 
-TASK_META_TOOLS = frozenset({"create_skill", "plan_and_run", "orchestrate", "spawn_agent"})
-"""Meta tools that may run as tasks (besides every pipeline and agent skill)."""
+TASK_META_TOOLS = frozenset(name for name, meta in META_TOOLS.items() if meta.long_running)
+"""Meta tools that may run as tasks (besides every pipeline and agent skill): the long work of
+`MetaTool.long_running` (create_skill, plan_and_run, orchestrate, spawn_agent, run_pipeline)."""
 
 
 async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolResult:
@@ -875,7 +901,10 @@ def create_server(
         from pipelines.service import PipelineService
 
         model_service = ModelService(home)
-        service = PipelineService(home, catalog, examples=builtin, models=lambda: model_service.registry.known())
+        roles = Roles(home.root)
+        service = PipelineService(
+            home, catalog, examples=builtin, models=lambda: model_service.registry.known(), roles=roles.book
+        )
         for warning in unknown_models(catalog, model_service.registry.known()):
             log.warning("%s", warning)
     home.record(catalog)
@@ -897,6 +926,7 @@ def create_server(
         log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     if service is not None:
         server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
+        server.__dict__["roles"] = roles  # and one book of agent roles
     return server
 
 

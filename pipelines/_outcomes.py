@@ -1,5 +1,5 @@
-"""What a run hands back and leaves behind: its outputs, its model usage, its data size, and the
-checkpoint writes a stop left half done."""
+"""What a run hands back and leaves behind: its outputs (skill results as plain data), its model
+usage, its data size, and the checkpoint writes a stop left half done."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 from skills.models import Usage
 
-from .errors import ExpressionError, PipelineError
+from .errors import ExpressionError, PipelineError, StepFailed
 from .expressions import render
 from .spec import PipelineSpec
 
-__all__ = ["json_size", "outputs_of", "settle", "usage_of"]
+__all__ = ["json_size", "outputs_of", "plain_result", "settle", "usage_of"]
 
 log = logging.getLogger("pipelines.run")
 
@@ -78,3 +78,19 @@ def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:
     except ExpressionError as exc:
         raise PipelineError(f"outputs: {exc.message}", hint=exc.hint) from None
     return dict(rendered)
+
+
+def plain_result(result: Any, *, failure: type[Exception] = StepFailed) -> Any:
+    """A skill result as plain data for expressions, checkpoints and callers (an imported tool's
+    MCP result unwrapped: its structured content, else its text); its `isError` raises `failure`."""
+    from mcp_types import CallToolResult
+
+    if isinstance(result, CallToolResult):
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            raise failure(text or "the tool reported an error")
+        if result.structured_content is not None:
+            return result.structured_content
+        texts = [getattr(c, "text", None) for c in result.content]
+        return texts[0] if len(texts) == 1 else texts
+    return result

@@ -8,12 +8,13 @@ the request, so the prompt stays small whatever the Catalog holds.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from skills import Catalog, Skill
+from skills import Skill
 from skills.creator import fenced_blocks
 
-__all__ = ["REVIEW_SYSTEM", "extract_yaml", "planner_system", "skill_menu"]
+__all__ = ["REVIEW_SYSTEM", "extract_yaml", "menu_skills", "planner_system", "skill_menu"]
 
 _MENU_LIMIT = 120
 _DESCRIPTION_CHARS = 160
@@ -65,8 +66,10 @@ You are the checkpoint reviewer of a plan-and-run loop. A pipeline was written f
 and run; judge from its outputs whether the request is fully answered.
 
 Answer with JSON only:
-{"verdict": "complete" | "needs_fix", "reasons": ["what is right or missing"],
- "fix_instructions": "what the pipeline author must change (empty when complete)"}"""
+{"verdict": "complete" | "needs_fix", "reasoning": "why, in a sentence or two",
+ "issues": ["what is wrong or missing", ...],
+ "fix_instructions": ["one change the pipeline author must make", ...]}
+`issues` and `fix_instructions` are empty lists when the verdict is complete."""
 
 
 def planner_system(guide: str | None) -> str:
@@ -86,14 +89,20 @@ def extract_yaml(text: str) -> str:
     return chosen.strip() + "\n" if chosen.strip() else ""
 
 
-def skill_menu(catalog: Catalog, request: str, limit: int = _MENU_LIMIT) -> str:
-    """One entry a skill: name, kind, description, arguments and result fields."""
+def menu_skills(skills: Iterable[Skill], request: str, limit: int = _MENU_LIMIT) -> tuple[list[Skill], int]:
+    """The `limit` skills that share the most words with the request (by name), and how many
+    were left out."""
     words = set(_WORD.findall(request.lower()))
-    skills = sorted(catalog, key=lambda s: (-_score(s, words), s.name))
-    shown = sorted(skills[:limit], key=lambda s: s.name)
+    ranked = sorted(skills, key=lambda s: (-_score(s, words), s.name))
+    return sorted(ranked[:limit], key=lambda s: s.name), max(len(ranked) - limit, 0)
+
+
+def skill_menu(skills: Iterable[Skill], request: str, limit: int = _MENU_LIMIT) -> str:
+    """One entry a skill: name, kind, description, arguments and result fields."""
+    shown, left_out = menu_skills(skills, request, limit)
     lines = [_entry(s) for s in shown]
-    if len(skills) > limit:
-        lines.append(f"({len(skills) - limit} more skills not shown: they seemed unrelated to the request)")
+    if left_out:
+        lines.append(f"({left_out} more skills not shown: they seemed unrelated to the request)")
     return "\n".join(lines) or "(no skills)"
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from .runtime import RunContext
 
-__all__ = ["CompiledPipeline", "RunState", "compile_pipeline", "graph_state", "state_names"]
+__all__ = ["CompiledPipeline", "RunState", "compile_pipeline", "end_node", "entry_node", "graph_state", "state_names"]
 
 DEFAULT_MAX_PARALLEL = 16
 
@@ -80,6 +80,16 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
 
 
 Node = Callable[..., Any]
+
+
+def entry_node(step: StepSpec) -> str:
+    """The node that starts a (top-level) step: a re-run goes back to the checkpoint before it."""
+    return step.id if step.kind in ("skill", "agent") else f"{step.id}.if" if step.kind == "if" else f"{step.id}.start"
+
+
+def end_node(step: StepSpec) -> str:
+    """The node that finishes a step (its output is in the scope after it): step-through pauses there."""
+    return step.id if step.kind in ("skill", "agent") else f"{step.id}.join" if step.kind == "if" else f"{step.id}.done"
 
 
 def _ctx(runtime: Any) -> RunContext:

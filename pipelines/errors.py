@@ -10,7 +10,8 @@ went wrong while a run was under way.
     ├── VerificationError          a pipeline file with problems; carries every `Issue` at once
     ├── StepFailed                 a step failed at run time (names the step)
     │   └── RunLimitExceeded       the run hit one of its limits (names the limit and the step)
-    └── RunCancelled               the run was cancelled by the client or the user
+    ├── RunCancelled               the run was cancelled by the client or the user
+    └── RunStopped                 step-through: the user stopped the run after a step (resumable)
 
 `RunLimitError` is how a `RunLimitExceeded` reaches a caller: a `skills.SkillRunError` (so every
 caller of a skill handles it) whose envelope type is `limit_exceeded` and which names the limit.
@@ -37,6 +38,7 @@ __all__ = [
     "RunCancelled",
     "RunLimitError",
     "RunLimitExceeded",
+    "RunStopped",
     "StepFailed",
     "VerificationError",
     "failure_record",
@@ -118,6 +120,14 @@ class StepFailed(PipelineError):
 
 class RunCancelled(PipelineError):
     """The run was cancelled; finished steps stay checkpointed so it can be resumed."""
+
+
+class RunStopped(PipelineError):
+    """Step-through: the user chose to stop after `step_id`; the run resumes from the next step."""
+
+    def __init__(self, message: str, *, step_id: str, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.step_id = step_id
 
 
 FAILED_MARK = "step_failed"

@@ -9,6 +9,9 @@ registered the pipeline. The server's limits come from the home's `config.yaml`:
       max_loop_items: 50000      # items of one `for`
       max_state_bytes: 100MB     # step outputs and state values a run stores (JSON size)
       max_wall_time: 24h         # one attempt of a run (start or resume)
+      max_agent_tokens: 2000000  # tokens all agents of a run spend together (skills.budget)
+      max_agent_cost_usd: 5      # dollars all agents of a run spend together
+      max_agent_time: 1h         # (no default) seconds after which no agent of the run takes a turn
 
 A pipeline's own `limits:` (same keys) and `timeout:` may only lower them: the effective limit
 is the smaller of each pair, so a client registering a pipeline cannot raise them.
@@ -86,13 +89,21 @@ class RunLimits(BaseModel):
     too) and every state assignment. Accepts sizes like `10MB`."""
     max_wall_time: float | None = Field(default=None, gt=0)
     """Seconds one attempt of the run (a start or a resume) may take. Accepts `30m`, `2h`."""
+    max_agent_tokens: int | None = Field(default=None, ge=1)
+    """Tokens all agents of the run may spend together (parallel ones and those of the
+    pipelines it calls included); each stops with `budget_exceeded` once they are spent."""
+    max_agent_cost_usd: float | None = Field(default=None, gt=0)
+    """US dollars all agents of the run may spend together (prices of models/registry.yaml)."""
+    max_agent_time: float | None = Field(default=None, gt=0)
+    """Seconds from the run's start (each attempt) after which no agent of it takes another
+    turn. Accepts `30m`, `2h`."""
 
     @field_validator("max_state_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
         return None if value is None else parse_bytes(value)
 
-    @field_validator("max_wall_time", mode="before")
+    @field_validator("max_wall_time", "max_agent_time", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return None if value is None else parse_duration(value)
@@ -106,7 +117,14 @@ class RunLimits(BaseModel):
         return RunLimits(**merged)
 
 
-DEFAULT_LIMITS = RunLimits(max_steps=100_000, max_loop_items=50_000, max_state_bytes=100 * 10**6, max_wall_time=86_400)
+DEFAULT_LIMITS = RunLimits(
+    max_steps=100_000,
+    max_loop_items=50_000,
+    max_state_bytes=100 * 10**6,
+    max_wall_time=86_400,
+    max_agent_tokens=2_000_000,
+    max_agent_cost_usd=5.0,
+)
 """The server's limits when `config.yaml` says nothing (`runs:` keys override them one by one)."""
 
 

@@ -8,7 +8,7 @@ Seed 004's checklist mode (plan -> verify -> run -> assess) on our pipelines:
              compiles (bounded); optionally a missing skill is created (`create_missing_skills`)
     run      the pipeline runs like any other (run id, checkpoints, artifacts, history)
     assess   a checkpoint review (role review) of the outputs against the request:
-             `complete`, or `needs_fix` with reasons and fix instructions -> back to plan
+             `complete`, or `needs_fix` with issues and fix instructions (lists) -> back to plan
 
 up to `max_iterations` runs. A complete pipeline can be registered as a tool.
 """
@@ -21,43 +21,56 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from skills import SkillContext, SkillsError
 from skills.creator import ask_json
 from skills.models import model_access
 
+from ._missing import create_missing_skills, creation_summary
 from ._planner_prompts import REVIEW_SYSTEM, extract_yaml, planner_system, skill_menu
 from .errors import Issue, PipelineError
-from .spec import PipelineSpec, StepSpec
+from .spec import PipelineSpec
 
 if TYPE_CHECKING:
     from skills.creator import Creation
 
     from .service import PipelineService
 
-__all__ = ["PlanStatus", "ReviewVerdict", "create_missing_skills", "plan_and_run"]
+__all__ = ["PlanStatus", "ReviewVerdict", "plan_and_run"]
 
 log = logging.getLogger("pipelines.planner")
 
 PlanStatus = Literal["complete", "needs_fix", "failed"]
 _MAX_SHOWN_OUTPUT = 12_000
-_UNKNOWN_SKILL = re.compile(r"unknown skill '([^']+)'")
 
 
 class ReviewVerdict(BaseModel):
-    """The checkpoint review of a run."""
+    """The checkpoint review of a run (seed 004's `CheckpointAssessment`)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    verdict: Literal["complete", "needs_fix"]
-    reasons: list[str] = Field(default_factory=list)
-    fix_instructions: str = ""
+    verdict: Literal["complete", "needs_fix"] = Field(validation_alias=AliasChoices("verdict", "status"))
+    reasoning: str = ""
+    """Why, in a sentence or two."""
+    issues: list[str] = Field(default_factory=list, validation_alias=AliasChoices("issues", "reasons"))
+    """What is wrong or missing (empty when complete)."""
+    fix_instructions: list[str] = Field(default_factory=list)
+    """What the pipeline's author must change, one instruction an item (empty when complete)."""
 
-    @field_validator("reasons", mode="before")
+    @field_validator("issues", "fix_instructions", mode="before")
     @classmethod
     def _listed(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+        if value is None:
+            return []
+        if isinstance(value, str):  # a model that writes one string means one item (or none)
+            return [value] if value.strip() else []
+        return value
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return "" if value is None else value
 
 
 @dataclasses.dataclass
@@ -132,10 +145,11 @@ async def plan_and_run(
             status = "complete"
             break
         status = "needs_fix"
-        reasons = "\n".join(f"- {r}" for r in verdict.reasons) or "- (no reasons given)"
+        issues = "\n".join(f"- {r}" for r in verdict.issues) or "- (no issues named)"
+        fixes = "\n".join(f"- {f}" for f in verdict.fix_instructions) or "- (none given)"
         planner.feedback(
-            f"The pipeline ran, but the reviewer says it does not yet answer the request:\n{reasons}\n"
-            f"Fix instructions: {verdict.fix_instructions or '(none)'}"
+            f"The pipeline ran, but the reviewer says it does not yet answer the request:\n{issues}\n"
+            f"Fix instructions:\n{fixes}"
         )
     data: dict[str, Any] = {
         "status": status,
@@ -150,7 +164,7 @@ async def plan_and_run(
     if planner.issues:
         data["issues"] = [str(i) for i in planner.issues]
     if planner.created:
-        data["created_skills"] = [_creation_summary(c) for c in planner.created]
+        data["created_skills"] = [creation_summary(c) for c in planner.created]
     if status == "complete" and (register_as or register):
         data.update(await _register(service, result["pipeline_yaml"], register_as, overwrite, run_ctx))
     data["usage"] = access.usage.as_dict()
@@ -266,49 +280,6 @@ class _Planner:
         )
 
 
-async def create_missing_skills(
-    service: PipelineService,
-    issues: list[Issue],
-    ctx: SkillContext,
-    *,
-    spec: PipelineSpec | None = None,
-    request: str = "",
-    limit: int = 2,
-    exclude: set[str] | frozenset[str] = frozenset(),
-) -> list[Creation]:
-    """Create (at most `limit`) skills the verifier reported unknown, described by the steps that call them.
-
-    `exclude`: names not to try (again). Each creation is the whole `create_skill` workflow,
-    review and tests included; one that fails is returned with its reasons, not raised.
-    """
-    from skills.creator import create_skill
-
-    names = list(
-        dict.fromkeys(
-            m.group(1) for i in issues if i.code == "unknown-skill" for m in [_UNKNOWN_SKILL.search(i.message)] if m
-        )
-    )
-    created: list[Creation] = []
-    quiet = dataclasses.replace(ctx, progress_fn=_no_progress)  # the caller's progress must only go up
-    for name in [n for n in names if n not in exclude][:limit]:
-        uses = [s for s in _walk(spec.steps) if s.skill == name] if spec is not None else []
-        shown = "; ".join(f"step '{s.id}' with parameters {json.dumps(s.parameters, default=str)}" for s in uses)
-        ask = f"A skill named '{name}' as a pipeline step needs it" + (f": {shown}" if shown else "")
-        context = f"The pipeline's purpose: {request}" if request else ""
-        await ctx.info(f"creating the missing skill '{name}'")
-
-        async def refresh() -> None:
-            await service.catalog.refresh(service.sources)
-
-        creation = await create_skill(
-            ask, home=service.home, catalog=service.catalog, ctx=quiet, name=name, context=context, also_refresh=refresh
-        )
-        if not creation.created:
-            await ctx.warning(f"could not create '{name}' ({creation.stage}): {'; '.join(creation.reasons)}")
-        created.append(creation)
-    return created
-
-
 def _within(ctx: SkillContext, start: float, total: float) -> SkillContext:
     """`ctx` whose progress (a pipeline run's, per step) fills [start, start + 1) of the caller's:
     progress a client sees must only go up."""
@@ -322,25 +293,10 @@ def _within(ctx: SkillContext, start: float, total: float) -> SkillContext:
     return dataclasses.replace(ctx, progress_fn=progress)
 
 
-async def _no_progress(done: float, total: float | None, message: str | None) -> None:
-    return None
-
-
-def _walk(steps: list[StepSpec]) -> list[StepSpec]:
-    out: list[StepSpec] = []
-    for step in steps:
-        out += [step, *_walk(step.children())]
-    return out
-
-
 def _stable(text: str, run_id: str | None) -> str:
     """`text` without the run id: what the model is asked must not change when a call is replayed
     (2026-07-28 sampling replays the call, and every replay runs the pipeline under a new id)."""
     return text.replace(run_id, "<run_id>") if run_id else text
-
-
-def _creation_summary(creation: Creation) -> dict[str, Any]:
-    return {"name": creation.name, "created": creation.created, "stage": creation.stage, "reasons": creation.reasons}
 
 
 _ID_LINE = re.compile(r"^id:[^\n]*$", re.MULTILINE)

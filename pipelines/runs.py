@@ -27,7 +27,8 @@ from ._statedb import is_corrupt, set_aside
 
 __all__ = ["PruneReport", "RunRecord", "RunStatus", "RunStore"]
 
-RunStatus = Literal["running", "succeeded", "failed", "cancelled", "interrupted"]
+RunStatus = Literal["running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
+"""`stopped`: stopped by its user after a step (step-through); it resumes from the next step."""
 """`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted)."""
 
 T = TypeVar("T")

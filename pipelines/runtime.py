@@ -27,13 +27,16 @@ import anyio
 
 from skills import Catalog, SkillContext, SkillsError
 from skills._schema import check_arguments
+from skills.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.contract import RunSpec, SkillContract
 from skills.models import Usage
 
 from ._loops import spent_in_flight
-from ._outcomes import json_size, outputs_of, settle, usage_of
+from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
+from ._stepping import StepGate, stream_stepwise
+from ._summary import summary_key, summary_of
 from .errors import ExpressionError, PipelineError, RunLimitError, RunLimitExceeded, StepFailed, failure_record
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
@@ -83,10 +86,14 @@ class RunContext:
     artifact_dir: Path
     budget: Budget = field(default_factory=lambda: Budget(RunLimits()))
     """What the run may spend (steps, loop items, data) and has spent."""
+    agents: RunBudget = field(default_factory=RunBudget)
+    """What all agents of the run may spend together (tokens, cost, time)."""
     progress: RunProgress = field(init=False)
     _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
     """Top-level steps under way and when they started (named when the run's time is up)."""
+    last_finished: str | None = None
+    """The top-level step that finished last (step-through shows it to its gate)."""
 
     def __post_init__(self) -> None:
         self.progress = RunProgress(self.skill_ctx, [s.id for s in self.spec.steps])
@@ -205,6 +212,7 @@ class RunContext:
         }
         extras.setdefault("catalog", self.catalog)
         extras[BUDGET_KEY] = self.budget  # a pipeline called by this step spends from this run's limits too
+        extras[AGENT_BUDGET_KEY] = self.agents  # every agent of the run shares one budget, parallel ones too
         access = extras.get("model")
         child = access.child() if access is not None else None
         if child is not None:
@@ -249,7 +257,7 @@ class RunContext:
         finally:
             if child is not None:
                 spent.add(child.usage)
-        return _plain(result)
+        return plain_result(result)
 
     def finish_step(
         self, step: StepSpec, scope: dict[str, Any], output: Any, restore: dict[str, Any] | None = None
@@ -266,6 +274,8 @@ class RunContext:
             self.charge(step, result, data=assigned)
             update.update(assigned)
         self.running.pop(step.id, None)
+        if step.id in self.progress.top:
+            self.last_finished = step.id
         self.progress.finished(step.id, skipped=output is None)
         return result
 
@@ -310,21 +320,6 @@ class _StepAgent:
         return []
 
 
-def _plain(result: Any) -> Any:
-    """A skill result as plain data for expressions and checkpoints (MCP results unwrapped)."""
-    from mcp_types import CallToolResult
-
-    if isinstance(result, CallToolResult):
-        if result.is_error:
-            text = " ".join(getattr(c, "text", "") for c in result.content)
-            raise StepFailed(text or "the tool reported an error")
-        if result.structured_content is not None:
-            return result.structured_content
-        texts = [getattr(c, "text", None) for c in result.content]
-        return texts[0] if len(texts) == 1 else texts
-    return result
-
-
 async def run_pipeline(
     compiled: CompiledPipeline,
     inputs: dict[str, Any] | None,
@@ -336,16 +331,28 @@ async def run_pipeline(
     checkpointer: Any = None,
     resume: bool = False,
     budget: Budget | None = None,
+    gate: StepGate | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`.
 
     `budget` carries the run's limits (default: the built-in server limits lowered by the
-    pipeline's own `limits:` and `timeout:`).
+    pipeline's own `limits:` and `timeout:`). With `gate`, the run pauses after each top-level
+    step and the gate decides: continue, stop (`RunStopped`) or re-run the step (`_stepping`).
     """
     spec = compiled.spec
     if budget is None:
         budget = Budget(DEFAULT_LIMITS.within(spec.limits, timeout=spec.timeout), server=DEFAULT_LIMITS)
-    run = RunContext(catalog=catalog, spec=spec, run_id=run_id, skill_ctx=ctx, artifact_dir=artifact_dir, budget=budget)
+    outer = ctx.extras.get(AGENT_BUDGET_KEY)  # the caller's (a pipeline step, a tool call): it bounds this run too
+    agents = RunBudget.of(budget.limits, parent=outer if isinstance(outer, RunBudget) else None)
+    run = RunContext(
+        catalog=catalog,
+        spec=spec,
+        run_id=run_id,
+        skill_ctx=ctx,
+        artifact_dir=artifact_dir,
+        budget=budget,
+        agents=agents,
+    )
     graph = compiled.graph(checkpointer)
     config: dict[str, Any] = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
     before: dict[str, Any] | None = None
@@ -372,18 +379,37 @@ async def run_pipeline(
     # at any moment never loses a finished step (LangGraph's default writes it in the background).
     durability = "sync" if checkpointer is not None else None
     started = time.perf_counter()
-    final: dict[str, Any] | None = None
-    wall = budget.limits.max_wall_time
-    with anyio.move_on_after(wall) as clock:
+
+    async def segment(payload: Any, config: dict[str, Any], interrupt_after: list[str] | None) -> Any:
+        last = None
         try:
-            async for chunk in graph.astream(payload, config, context=run, stream_mode="values", durability=durability):
-                final = chunk
+            async for chunk in graph.astream(
+                payload,
+                config,
+                context=run,
+                stream_mode="values",
+                durability=durability,
+                interrupt_after=interrupt_after,
+            ):
+                last = chunk
                 await run.flush()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await settle(checkpointer)
             raise
-    if clock.cancelled_caught:
+        return last
+
+    final: dict[str, Any] | None = None
+    wall = budget.limits.max_wall_time or float("inf")
+    if gate is None:
+        with anyio.move_on_after(wall) as clock:
+            final = await segment(payload, config, None)
+        timed_out = clock.cancelled_caught
+    else:
+        if checkpointer is None:
+            raise PipelineError("step-through needs the run's checkpoints", hint="run it through the orchestrator")
+        final, timed_out = await stream_stepwise(segment, graph, payload, config, run, gate, wall)
+    if timed_out:
         where = ", ".join(run.running) or spec.steps[min(run.progress.done, len(spec.steps) - 1)].id
         raise budget.exceeded("max_wall_time", where, f"the run did not finish within {wall:g}s")
     await run.flush()
@@ -393,6 +419,7 @@ async def run_pipeline(
     scope = final.get("scope", {})
     log.info("pipeline %s run %s finished in %.3fs", spec.id, run_id, time.perf_counter() - started)
     result = outputs_of(spec, scope)
+    result[summary_key(spec)] = summary_of(spec, scope)
     usage = usage_of(final.get("usage") or {})
     if usage is not None:
         result["usage"] = usage

@@ -13,20 +13,26 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from skills import Catalog, Home, SkillContext, SkillRunError
+from skills.errors import clip
 
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
-from .errors import Issue, PipelineError, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import RunRecord, RunStore
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from skills.roles import RoleBook
+
+    from ._stepping import StepGate
 
 __all__ = ["PipelineService"]
 
@@ -46,9 +52,12 @@ class PipelineService:
         *,
         examples: bool = True,
         models: Callable[[], Collection[str]] | None = None,
+        roles: Callable[[], RoleBook] | None = None,
     ) -> None:
         self.home = home
         self.models = models
+        self.roles = roles
+        """The agent roles of the home (`skills.roles`); an agent step naming an unknown one is an error."""
         self.catalog = catalog
         self.store = RunStore(home.state_db)
         self.limits = ServerLimits(home.root / "config.yaml")
@@ -64,6 +73,7 @@ class PipelineService:
             source.others = self.specs
             source.help_cache = home.cache_dir
             source.models = models
+            source.roles = roles
         catalog.add_providers(self.sources)  # one merge: each pipeline is verified once at start-up
         self._saver: Any = None
         self._saver_stack: AsyncExitStack | None = None
@@ -83,6 +93,9 @@ class PipelineService:
     def _models(self) -> Collection[str] | None:
         return self.models() if self.models is not None else None
 
+    def _roles(self) -> RoleBook | None:
+        return self.roles() if self.roles is not None else None
+
     def specs(self) -> dict[str, PipelineSpec]:
         """Every published pipeline by id (later sources win, as in the Catalog)."""
         out: dict[str, PipelineSpec] = {}
@@ -100,10 +113,17 @@ class PipelineService:
         try:
             spec, smap = load_spec_file(path)
         except VerificationError as exc:
-            exc.issues = all_issues(exc, catalog=self.catalog, pipelines=self.specs(), models=self._models())
+            exc.issues = all_issues(
+                exc, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
+            )
             raise
         issues = verify(
-            spec, smap, catalog=self.catalog, pipelines={**self.specs(), spec.id: spec}, models=self._models()
+            spec,
+            smap,
+            catalog=self.catalog,
+            pipelines={**self.specs(), spec.id: spec},
+            models=self._models(),
+            roles=self._roles(),
         )
         errors = [i for i in issues if i.severity == "error"]
         if errors:
@@ -111,6 +131,7 @@ class PipelineService:
         host = PipelineSource(path.parent, "user", label=str(path.parent))
         host.catalog, host.runner, host.others = self.catalog, self.run, self.specs
         host.help_cache = self.home.cache_dir
+        host.models, host.roles = self.models, self.roles
         skill = PipelineSkill(spec, path, "user", host)
         skill.warnings = issues
         return skill
@@ -118,7 +139,11 @@ class PipelineService:
     def pipeline(self, pipeline_id: str) -> PipelineSkill:
         skill = self.catalog.find(pipeline_id)
         if not isinstance(skill, PipelineSkill):
-            raise PipelineError(f"no pipeline named '{pipeline_id}'", hint="`orchestrator pipelines list` shows them")
+            import difflib
+
+            close = difflib.get_close_matches(pipeline_id, list(self.specs()), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else "`orchestrator pipelines list` shows them"
+            raise PipelineError(f"no pipeline named '{clip(pipeline_id, 64)}'", hint=hint)
         return skill
 
     # -- running ---------------------------------------------------------------------------------
@@ -126,19 +151,29 @@ class PipelineService:
         return self.home.pipelines_dir / pipeline_id / "runs" / run_id
 
     async def run(
-        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, *, run_id: str | None = None
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        *,
+        run_id: str | None = None,
+        gate: StepGate | None = None,
     ) -> dict[str, Any]:
-        """Run a pipeline under a new run id; failures say how to resume."""
+        """Run a pipeline under a new run id; failures say how to resume.
+
+        With `gate` the run pauses after each top-level step (step-through); a stop raises
+        `RunStopped` after recording the run as `stopped`.
+        """
         run_id = run_id or new_run_id()
         started = ctx.extras.get(RUN_IDS_KEY)
         if isinstance(started, list):  # the caller keeps the run ids (to resume a parked call's run)
             started.append(run_id)
         artifacts = self.artifact_dir(skill.name, run_id)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
-        return await self._drive(skill, inputs, ctx, run_id, resume=False)
+        return await self._drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
 
-    async def resume(self, run_id: str, ctx: SkillContext) -> dict[str, Any]:
-        """Continue a run that failed, was cancelled or whose process died."""
+    async def resume(self, run_id: str, ctx: SkillContext, *, gate: StepGate | None = None) -> dict[str, Any]:
+        """Continue a run that failed, was cancelled, was stopped or whose process died."""
         record = await self._store(self.store.get, run_id)
         if record is None:
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
@@ -157,10 +192,17 @@ class PipelineService:
         else:
             skill = self.pipeline(record.pipeline)
         await self._store(self.store.resumed, run_id)
-        return await self._drive(skill, record.inputs, ctx, run_id, resume=True)
+        return await self._drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
 
     async def _drive(
-        self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext, run_id: str, *, resume: bool
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        run_id: str,
+        *,
+        resume: bool,
+        gate: StepGate | None = None,
     ) -> dict[str, Any]:
         from .runtime import run_pipeline
 
@@ -181,8 +223,12 @@ class PipelineService:
                     checkpointer=saver,
                     resume=resume,
                     budget=self.budget(skill, ctx),
+                    gate=gate,
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
+        except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
+            await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
+            raise
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
             await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
@@ -261,7 +307,9 @@ class PipelineService:
         """Every issue of a pipeline text against this server's Catalog and pipelines."""
         from .verify import check_text
 
-        return check_text(text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models())
+        return check_text(
+            text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
+        )
 
     async def check_off_loop(self, text: str, file: str = "<pipeline>") -> tuple[PipelineSpec | None, list[Issue]]:
         """`check` in a worker thread: a client's pipeline of a megabyte takes seconds to verify,

@@ -34,6 +34,7 @@ from .spec import PipelineSpec
 
 if TYPE_CHECKING:
     from skills import Catalog
+    from skills.roles import RoleBook
 
     from .compiler import CompiledPipeline
 
@@ -74,19 +75,31 @@ class PipelineSkill:
 
     @property
     def description(self) -> str:
-        from ._help_ai import cached_overview, text_hash, with_overview
+        from ._help_ai import with_overview
 
         head = self.spec.description.strip() or f"Pipeline {self.spec.id}."
-        overview = None
-        if self._host.help_cache is not None:  # a model's overview, when one was made for this file
-            digest = self.__dict__.get("_digest")
-            if digest is None:
-                try:
-                    digest = self.__dict__["_digest"] = text_hash(self.file.read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError):
-                    digest = self.__dict__["_digest"] = ""
-            overview = cached_overview(self._host.help_cache, digest) if digest else None
-        return f"{head}\n\n{with_overview(self.spec, overview, description=False)}"
+        return f"{head}\n\n{with_overview(self.spec, self.overview(), description=False)}"
+
+    def digest(self) -> str:
+        """SHA-256 of the file as loaded ("" when it cannot be read): the key of its cached help."""
+        from ._help_ai import text_hash
+
+        digest = self.__dict__.get("_digest")
+        if digest is None:
+            try:
+                digest = self.__dict__["_digest"] = text_hash(self.file.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                digest = self.__dict__["_digest"] = ""
+        return digest  # type: ignore[no-any-return]
+
+    def overview(self) -> str | None:
+        """The model's overview of this file, when one was written (`_help_ai`)."""
+        from ._help_ai import cached_overview
+
+        if self._host.help_cache is None:
+            return None
+        digest = self.digest()
+        return cached_overview(self._host.help_cache, digest) if digest else None
 
     @property
     def source(self) -> SkillSource:
@@ -163,6 +176,8 @@ class PipelineSource(FolderProvider):
         self.others: Callable[[], dict[str, PipelineSpec]] = dict
         self.models: Callable[[], Collection[str]] | None = None
         """The model roles and ids the server knows (set by the server; unknown ones are errors)."""
+        self.roles: Callable[[], RoleBook] | None = None
+        """The agent roles of the home (set by the server; an unknown one is an error)."""
         """All pipelines known to the server (for calls between pipelines and cycle checks)."""
         self.help_cache: Path | None = None
         """Where model-improved help is cached (`<home>/cache`; set by the server)."""
@@ -228,13 +243,15 @@ class PipelineSource(FolderProvider):
         from .verify import all_issues
 
         models = self.models() if self.models is not None else None
-        return all_issues(exc, catalog=self.catalog, pipelines=known, models=models)
+        roles = self.roles() if self.roles is not None else None
+        return all_issues(exc, catalog=self.catalog, pipelines=known, models=models, roles=roles)
 
     def _verify(self, file: Path, spec: PipelineSpec, known: dict[str, PipelineSpec]) -> list[Issue]:
         from .verify import verify
 
         models = self.models() if self.models is not None else None
-        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known, models=models)
+        roles = self.roles() if self.roles is not None else None
+        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known, models=models, roles=roles)
 
     async def execute(self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext) -> Any:
         if self.runner is None:

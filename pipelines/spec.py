@@ -293,6 +293,9 @@ class PipelineSpec(_Model):
         props: dict[str, Any] = {n: dict(ANY_JSON) for n in names}
         props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
         props["usage"] = USAGE_SCHEMA
+        from ._summary import SUMMARY_SCHEMA, summary_key
+
+        props[summary_key(self)] = SUMMARY_SCHEMA
         return {"type": "object", "properties": props, "required": ["run_id"]}
 
     def callees(self) -> set[str]:

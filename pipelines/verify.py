@@ -40,6 +40,7 @@ from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
     from skills import Catalog
+    from skills.roles import RoleBook
 
 __all__ = ["all_issues", "check_text", "verify"]
 
@@ -55,13 +56,14 @@ def check_text(
     catalog: Catalog | None = None,
     pipelines: Mapping[str, PipelineSpec] | None = None,
     models: Collection[str] | None = None,
+    roles: RoleBook | None = None,
 ) -> tuple[PipelineSpec | None, list[Issue]]:
     """Load and verify pipeline text; the spec (None when it does not load) and every issue."""
     try:
         spec, smap = load_spec(text, file)
     except VerificationError as exc:
-        return None, all_issues(exc, catalog=catalog, pipelines=pipelines, models=models)
-    return spec, verify(spec, smap, catalog=catalog, pipelines=pipelines, models=models)
+        return None, all_issues(exc, catalog=catalog, pipelines=pipelines, models=models, roles=roles)
+    return spec, verify(spec, smap, catalog=catalog, pipelines=pipelines, models=models, roles=roles)
 
 
 def all_issues(
@@ -70,6 +72,7 @@ def all_issues(
     catalog: Catalog | None = None,
     pipelines: Mapping[str, PipelineSpec] | None = None,
     models: Collection[str] | None = None,
+    roles: RoleBook | None = None,
 ) -> list[Issue]:
     """A load's issues plus what verification finds in the rest of the pipeline (`exc.partial`),
     sorted by position: the schema's mistakes do not hide the others."""
@@ -77,7 +80,9 @@ def all_issues(
     if exc.partial is not None:
         spec, smap = exc.partial
         seen = {(i.line, i.col) for i in issues}
-        more = verify(spec, smap, catalog=catalog, pipelines={**(pipelines or {}), spec.id: spec}, models=models)
+        more = verify(
+            spec, smap, catalog=catalog, pipelines={**(pipelines or {}), spec.id: spec}, models=models, roles=roles
+        )
         issues += [i for i in more if (i.line, i.col) not in seen]
     return sorted(issues, key=lambda i: (i.line, i.col))
 
@@ -89,14 +94,16 @@ def verify(
     catalog: Catalog | None = None,
     pipelines: Mapping[str, PipelineSpec] | None = None,
     models: Collection[str] | None = None,
+    roles: RoleBook | None = None,
 ) -> list[Issue]:
     """Every problem of a loaded pipeline, sorted by position (warnings included).
 
     `catalog` enables the skill and argument checks, `pipelines` (id -> spec, the other
     pipelines a step may call) the cycle check and argument checks of pipeline calls, `models`
-    the model check. Whatever is not given is not checked.
+    the model check, `roles` the agent-role check. Whatever is not given is not checked.
     """
     checker = _Verifier(spec, smap, catalog, dict(pipelines or {}), models)
+    checker.roles = roles
     checker.run()
     return sorted(checker.issues, key=lambda i: (i.line, i.col))
 
@@ -209,6 +216,7 @@ class _Verifier:
         self.spec, self.smap, self.catalog, self.models = spec, smap, catalog, models
         self.pipelines = {**pipelines, spec.id: spec}  # the file being checked beats its older copy
         self.issues: list[Issue] = []
+        self.roles: RoleBook | None = None
         self.inputs = set(spec.all_inputs())
         self.state_vars = set(spec.state) | {name for step in spec.walk() for name in step.state}
         self.helpers = frozenset(expressions.HELPERS)
@@ -517,6 +525,7 @@ class _Verifier:
         assert step.agent is not None
         self.arguments(step, "agent", AGENT_INPUTS, scope, anchor="agent")
         self.model((*step.path, "agent", "model"), step.agent.model)
+        self.role(step)
         if self.catalog is None:
             return
         for index, name in enumerate(step.agent.skills):
@@ -535,6 +544,20 @@ class _Verifier:
                     "give this agent the skills that agent uses instead",
                     "nested-agent",
                 )
+
+    def role(self, step: StepSpec) -> None:
+        """An agent step's `role:`: known, and the settings given only narrow it."""
+        from skills import SkillsError
+        from skills.roles import apply_role
+
+        assert step.agent is not None
+        if step.agent.role is None or self.roles is None:
+            return
+        try:
+            apply_role(step.agent, self.roles)
+        except SkillsError as exc:
+            key = "skills" if exc.where.endswith("skills") else "role"
+            self.add((*step.path, "agent", key), exc.message, exc.hint, f"agent-{key}")
 
     def unknown_skill(self, step: StepSpec, name: str) -> None:
         assert self.catalog is not None

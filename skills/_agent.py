@@ -23,13 +23,15 @@ from __future__ import annotations
 import json
 import time
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import anyio
 
+from ._agent_io import as_text, confidence, envelope_text, first_line, short, tool_result
 from ._prompt import choose_model, parse_json
 from ._schema import ANY_JSON, check_arguments, check_output, nullable
 from .base import SkillContext
+from .budget import AGENT_BUDGET_KEY, RunBudget
 from .errors import (
     ArgumentsError,
     FieldError,
@@ -37,9 +39,9 @@ from .errors import (
     SkillRunError,
     SkillsError,
     UnknownSkillError,
-    error_envelope,
 )
-from .models import Completion, ModelAccess, NoModelProviderError, UnknownModelError, model_access
+from .models import Completion, ModelAccess, NoModelProviderError, UnknownModelError, Usage, model_access
+from .roles import ROLES_KEY, apply_role
 
 if TYPE_CHECKING:
     from .base import Skill
@@ -48,17 +50,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AGENT_STATUSES", "AgentHost", "AgentStatus", "agent_output_schema", "run_agent"]
 
-AgentStatus = Literal["success", "timeout", "cost_exceeded", "token_limit", "iteration_limit", "error"]
-AGENT_STATUSES: tuple[AgentStatus, ...] = (
-    "success",
-    "timeout",
-    "cost_exceeded",
-    "token_limit",
-    "iteration_limit",
-    "error",
-)
-MAX_TOOL_RESULT_CHARS = 20_000
-"""A tool result longer than this reaches the model cut, with a note (it costs tokens)."""
+AgentStatus = Literal[
+    "success", "timeout", "cost_exceeded", "token_limit", "iteration_limit", "budget_exceeded", "error"
+]
+AGENT_STATUSES: tuple[AgentStatus, ...] = get_args(AgentStatus)
 _OUTPUT_REASKS = 1
 
 
@@ -112,6 +107,12 @@ class _Agent:
         self.model = choose_model(ctx, spec.model or contract.model)
         self.name = skill.name
         self.access: ModelAccess = model_access(ctx.extras).child()
+        budget = ctx.extras.get(AGENT_BUDGET_KEY)
+        self.budget: RunBudget | None = budget if isinstance(budget, RunBudget) else None
+        """What all agents of the run may spend together (seed 002, section 9)."""
+        self._charged = Usage()
+        self.budget_reason = ""
+        self.told_no_thinking = False
         self.iterations = 0
         self.last_text = ""
         self.error = ""
@@ -161,7 +162,8 @@ class _Agent:
             )
         parts.append(
             f"## Limits\nAt most {spec.max_iterations} turns, {spec.max_tokens:,} tokens, "
-            f"${spec.max_cost_usd:g} and {spec.timeout:g} seconds; you are stopped at the first one reached."
+            f"${spec.max_cost_usd:g} and {spec.timeout:g} seconds; you are stopped at the first one reached"
+            + (" (or when the run's shared budget is spent)." if self.budget is not None else ".")
         )
         finish = _FINISH
         if self.outputs is not None:
@@ -180,12 +182,57 @@ class _Agent:
 
     # -- the loop ---------------------------------------------------------------------------------
     def over_budget(self) -> AgentStatus | None:
+        """The limit reached, if any: the agent's own first, then the run's shared budget."""
+        self.charge()
         usage = self.access.usage
         if usage.total_tokens >= self.spec.max_tokens:
             return "token_limit"
         if usage.cost_usd >= self.spec.max_cost_usd:
             return "cost_exceeded"
+        if self.budget is not None and (hit := self.budget.exceeded()) is not None:
+            self.budget_reason = hit[1]
+            return "budget_exceeded"
         return None
+
+    def charge(self) -> None:
+        """Add to the run's budget what this agent spent since the last charge (tools' calls too)."""
+        if self.budget is None:
+            return
+        usage = self.access.usage
+        spent = Usage(
+            usage.input_tokens - self._charged.input_tokens,
+            usage.output_tokens - self._charged.output_tokens,
+            usage.cost_usd - self._charged.cost_usd,
+            usage.calls - self._charged.calls,
+        )
+        if spent.calls or spent.total_tokens or spent.cost_usd:
+            self.budget.charge(spent)
+            self._charged = Usage().add(usage)
+
+    def room(self) -> int:
+        """Tokens the next answer may use: what is left of the agent's and of the run's."""
+        room = self.spec.max_tokens - self.access.usage.total_tokens
+        shared = self.budget.tokens_left() if self.budget is not None else None
+        return room if shared is None else min(room, shared)
+
+    def answer_size(self, room: int) -> tuple[int, int | None]:
+        """(max_tokens, thinking budget or None) of the next turn: thinking when the role has it
+        and the room allows it (the API wants max_tokens above the thinking budget)."""
+        spec = self.spec
+        out = max(16, min(spec.max_output_tokens, room))
+        if not spec.thinking or room < spec.thinking_budget + 256:
+            return out, None
+        return min(out + spec.thinking_budget, room), spec.thinking_budget
+
+    async def no_thinking_here(self, completion: Completion) -> None:
+        """Say once that the client's model (sampling) cannot be asked to think."""
+        if self.spec.thinking and completion.provider == "sampling" and not self.told_no_thinking:
+            self.told_no_thinking = True
+            await self.ctx.log(
+                "info",
+                f"{self.name}: extended thinking is on, but the client's model answers through sampling, "
+                "which cannot ask for it: it answers as the client has it set up",
+            )
 
     async def loop(self, tools: dict[str, Skill], arguments: dict[str, Any]) -> tuple[AgentStatus, Any]:
         """Turns until the model finishes or a limit is reached; (status, parsed final answer)."""
@@ -202,20 +249,23 @@ class _Agent:
                 return "iteration_limit", None
             self.iterations += 1
             await self.ctx.progress(self.iterations, spec.max_iterations, f"{self.name}: turn {self.iterations}")
-            room = spec.max_tokens - self.access.usage.total_tokens
+            max_tokens, thinking = self.answer_size(self.room())
             try:
                 completion = await self.access.complete(
                     messages,
                     system=system,
                     model=self.model,
-                    max_tokens=max(16, min(spec.max_output_tokens, room)),
+                    max_tokens=max_tokens,
                     tools=offered or None,
+                    thinking=thinking,
                 )
             except (NoModelProviderError, UnknownModelError):
                 raise  # the set-up is wrong, not the run: a failed call with the hint
             except SkillsError as exc:
                 self.error = str(exc)
                 return "error", None
+            self.charge()
+            await self.no_thinking_here(completion)
             self.last_text = completion.text or self.last_text
             calls = completion.tool_calls()
             if not calls:
@@ -251,12 +301,12 @@ class _Agent:
             final = {
                 "output": value["output"],
                 "summary": str(value.get("summary") or ""),
-                "confidence": _confidence(value.get("confidence")),
+                "confidence": confidence(value.get("confidence")),
             }
         else:
             final = {"output": value if value is not None else text, "summary": "", "confidence": None}
         if not final["summary"]:
-            final["summary"] = _first_line(text) if value is None else "finished"
+            final["summary"] = first_line(text) if value is None else "finished"
         if self.outputs is not None:
             try:
                 check_output(self.name, self.outputs, final["output"])
@@ -281,11 +331,11 @@ class _Agent:
                     f"'{name}' is not one of your tools", hint=f"you may call: {', '.join(tools) or 'none'}"
                 )
             await self.ctx.log("warning", f"{self.name}: refused a call of {name}: {refusal.message}")
-            return _tool_result(call_id, _envelope_text(refusal, where="name"), is_error=True)
+            return tool_result(call_id, envelope_text(refusal, where="name"), is_error=True)
         if not isinstance(args, dict):
             refused = ArgumentsError(name, [FieldError("", "the tool input must be a JSON object")])
-            return _tool_result(call_id, _envelope_text(refused), is_error=True)
-        await self.ctx.log("info", f"{self.name}: {name} {_short(args)}")
+            return tool_result(call_id, envelope_text(refused), is_error=True)
+        await self.ctx.log("info", f"{self.name}: {name} {short(args)}")
         tool_ctx = SkillContext(
             skill=name,
             artifact_dir=self.ctx.artifact_dir,
@@ -300,20 +350,20 @@ class _Agent:
         )
         try:
             check_arguments(name, skill.input_schema, args)
-            text, is_error = _as_text(await skill.run(args, tool_ctx))
+            text, is_error = as_text(await skill.run(args, tool_ctx))
         except SkillsError as exc:
-            text, is_error = _envelope_text(exc), True
+            text, is_error = envelope_text(exc), True
         if is_error:
             await self.ctx.log("info", f"{self.name}: {name} failed: {text[:200]}")
-        return _tool_result(call_id, text, is_error=is_error)
+        return tool_result(call_id, text, is_error=is_error)
 
 
 async def run_agent(
     skill: AgentHost, contract: SkillContract, arguments: dict[str, Any], ctx: SkillContext
 ) -> dict[str, Any]:
     """Run an agent skill to its end or its first limit; the seed's SubagentResult as a dict."""
-    spec = contract.run.agent
-    assert spec is not None
+    assert contract.run.agent is not None
+    spec = apply_role(contract.run.agent, ctx.extras.get(ROLES_KEY), where="agent.")
     outer = ctx.extras.get("agent")
     if outer:
         raise SkillRunError(
@@ -328,8 +378,13 @@ async def run_agent(
         await ctx.log("warning", f"{skill.name}: not offered, agents do not start agents: {', '.join(agent.left_out)}")
     status: AgentStatus = "timeout"
     final: dict[str, Any] | None = None
-    with anyio.move_on_after(spec.timeout):
+    shared = agent.budget.time_left() if agent.budget is not None else None
+    with anyio.move_on_after(spec.timeout if shared is None else min(spec.timeout, shared)) as clock:
         status, final = await agent.loop(tools, arguments)
+    if clock.cancelled_caught and shared is not None and shared < spec.timeout:
+        status = "budget_exceeded"
+        agent.budget_reason = "the run's agents have used its time"
+    agent.charge()
     usage = agent.access.usage
     if final is None:
         final = {"output": agent.last_text or None, "summary": _stopped(status, agent), "confidence": None}
@@ -359,48 +414,8 @@ def _stopped(status: AgentStatus, agent: _Agent) -> str:
         "cost_exceeded": f"the cost limit (${spec.max_cost_usd:g})",
         "token_limit": f"the token limit ({spec.max_tokens:,} tokens)",
         "iteration_limit": f"the turn limit ({spec.max_iterations})",
+        "budget_exceeded": f"the run's shared budget ({agent.budget_reason})",
     }.get(status)
     if what is None:
         return f"the agent failed: {agent.error}"
     return f"stopped at {what} after {agent.iterations} turns, before a final answer"
-
-
-def _confidence(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return min(1.0, max(0.0, float(value)))
-
-
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:300]
-
-
-def _short(args: dict[str, Any]) -> str:
-    text = json.dumps(args, ensure_ascii=False, default=str)
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
-def _as_text(value: Any) -> tuple[str, bool]:
-    """A skill result as the text of a tool_result, and whether it is an error."""
-    from mcp_types import CallToolResult
-
-    if isinstance(value, CallToolResult):
-        if value.structured_content is not None and not value.is_error:
-            return json.dumps(value.structured_content, ensure_ascii=False, default=str), False
-        texts = [getattr(c, "text", None) or f"[{getattr(c, 'type', 'content')}]" for c in value.content]
-        return "\n".join(texts), bool(value.is_error)
-    if isinstance(value, str):
-        return value, False
-    return json.dumps(value, ensure_ascii=False, default=str), False
-
-
-def _envelope_text(error: SkillsError, *, where: str = "") -> str:
-    """What the model reads for a failed tool call: the client's error envelope, as JSON."""
-    return json.dumps(error_envelope(error, where=where), ensure_ascii=False)
-
-
-def _tool_result(call_id: str, text: str, *, is_error: bool) -> dict[str, Any]:
-    if len(text) > MAX_TOOL_RESULT_CHARS:
-        text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
-    return {"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": is_error}

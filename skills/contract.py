@@ -14,6 +14,7 @@ __all__ = [
     "AGENT_INPUTS",
     "DESCRIPTION_MAX",
     "KNOWN_FRONT_MATTER_KEYS",
+    "LIMIT_FIELDS",
     "NAME_PATTERN",
     "AgentSpec",
     "FrontMatter",
@@ -66,11 +67,16 @@ class AgentSpec(BaseModel):
     """`run: {agent: ...}`: a model working in a tool-use loop over an allow-list of skills.
 
     Every limit is hard: the loop stops as soon as one is reached and the result says which
-    (`status`). An agent never gets another agent as a tool, and cannot start one.
+    (`status`). An agent never gets another agent as a tool, and cannot start one. With `role`,
+    the named agent role of the home's `agents/roles.yaml` is the base: the keys given here
+    narrow its limits and allow-list (never widen them) and replace its model.
     """
 
     model_config = ConfigDict(extra="forbid")
 
+    role: str | None = None
+    """An agent role (`code-reviewer`, `researcher`, `data-extractor`, or one of the home's
+    `agents/roles.yaml`): its model, allow-list, limits, thinking and instructions apply."""
     skills: list[str] = Field(default_factory=list)
     """Names of the Catalog skills (and imported tools, and pipelines) the agent may call;
     shell-style patterns (`git_*`) are allowed. Agent skills are never offered."""
@@ -88,6 +94,17 @@ class AgentSpec(BaseModel):
     """Extra instructions appended to the SKILL.md body in the agent's system prompt."""
     max_output_tokens: int = Field(default=4096, ge=16, le=128_000)
     """Most tokens one model answer may take."""
+    thinking: bool = False
+    """Extended thinking: the Anthropic API's `thinking` parameter, with `thinking_budget`
+    tokens of each answer for it. Through a client's sampling it cannot be asked for (the
+    client's model answers as it is set up) and the agent says so in its log."""
+    thinking_budget: int = Field(default=4096, ge=1024, le=64_000)
+    """Tokens of each answer the model may think with (the API's `budget_tokens`, at least 1024);
+    they count against `max_tokens` like any other."""
+
+
+LIMIT_FIELDS = ("max_iterations", "max_tokens", "max_cost_usd", "timeout", "max_output_tokens", "thinking_budget")
+"""The numeric limits of an agent: a role's are upper bounds that a step, a skill or a client may only lower."""
 
 
 class RunSpec(BaseModel):

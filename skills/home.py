@@ -26,6 +26,8 @@ log = logging.getLogger("skills.home")
 BUILTIN_SKILLS_DIR = Path(__file__).resolve().parent / "builtin"
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parent / "defaults" / "models.yaml"
 """The shipped model registry (SPEC 6), installed as `models/registry.yaml`."""
+DEFAULT_ROLES_FILE = Path(__file__).resolve().parent / "defaults" / "roles.yaml"
+"""The shipped agent roles (`skills.roles`), installed as `agents/roles.yaml`."""
 _MANIFEST = ".install-manifest.json"
 _REGISTRY_HEADER = """\
 # Skills known to this orchestrator home (docs/skills.md#the-registry).
@@ -61,6 +63,7 @@ class Home:
     skills_dir = property(lambda self: self.root / "skills")
     registry_file = property(lambda self: self.root / "skills" / "registry.yaml")
     models_dir = property(lambda self: self.root / "models")
+    roles_file = property(lambda self: self.root / "agents" / "roles.yaml")
     pipelines_dir = property(lambda self: self.root / "pipelines")
     servers_file = property(lambda self: self.root / "servers.json")
     state_db = property(lambda self: self.root / "state.sqlite")
@@ -73,6 +76,7 @@ class Home:
             "skills/registry.yaml": _REGISTRY_HEADER + "skills:\n" + _entry_lines(self._builtin_entries()),
             "servers.json": json.dumps({"mcpServers": {}}, indent=2) + "\n",
             "models/registry.yaml": DEFAULT_MODELS_FILE.read_text(encoding="utf-8"),
+            "agents/roles.yaml": DEFAULT_ROLES_FILE.read_text(encoding="utf-8"),
         }
 
     def _builtin_entries(self) -> dict[str, dict[str, Any]]:
@@ -93,7 +97,7 @@ class Home:
     def install(self) -> InstallReport:
         """Create the folders and copy missing or untouched defaults; never overwrite user edits."""
         report = InstallReport()
-        for sub in ("skills", "models", "pipelines", "runs"):
+        for sub in ("skills", "models", "agents", "pipelines", "runs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         manifest_path = self.root / _MANIFEST
         try:

@@ -106,9 +106,14 @@ class ModelAccess(Protocol):
         max_tokens: int = 1024,
         tools: list[dict[str, Any]] | None = None,
         temperature: float | None = None,
+        thinking: int | None = None,
     ) -> Completion:
         """One completion; adds its usage to `usage`. Raises `NoModelProviderError` when no
-        provider can answer, `SkillRunError` for a provider failure after its retries."""
+        provider can answer, `SkillRunError` for a provider failure after its retries.
+
+        `thinking`: tokens of the answer the model may think with (extended thinking; the
+        Anthropic API only, `max_tokens` must exceed it). A provider that cannot think answers
+        without it."""
         ...
 
     def child(self) -> ModelAccess:

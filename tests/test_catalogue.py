@@ -13,7 +13,15 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_server import create_server
 
-META = {"validate_pipeline", "register_pipeline", "create_skill", "plan_and_run"}
+META = {
+    "validate_pipeline",
+    "register_pipeline",
+    "create_skill",
+    "plan_and_run",
+    "orchestrate",
+    "spawn_agent",
+    "run_pipeline",
+}
 CATALOGUE = {"find_skills", "read_skill", "call_skill"}
 ADD = {
     "inputs": {

@@ -14,8 +14,13 @@ from skills import Home
 def test_install_creates_the_layout_and_lists_the_builtin_skills(tmp_path: Path) -> None:
     home = Home(tmp_path / "h")
     report = home.install()
-    assert sorted(report.created) == ["models/registry.yaml", "servers.json", "skills/registry.yaml"]
-    for sub in ("skills", "models", "pipelines", "runs"):
+    assert sorted(report.created) == [
+        "agents/roles.yaml",
+        "models/registry.yaml",
+        "servers.json",
+        "skills/registry.yaml",
+    ]
+    for sub in ("skills", "models", "agents", "pipelines", "runs"):
         assert (home.root / sub).is_dir()
     registry = home.read_registry()
     assert registry["code-analyzer"] == {"source": "builtin", "enabled": True}

@@ -125,6 +125,8 @@ async def test_code_review_analyses_the_files_runs_the_tests_and_writes_a_report
     out = await call(home, "code-review", {"directory": str(project), "top": 2, "note": "Checked by CI."})
     run_id = out["run_id"]
     report = _artifacts(home, "code-review", run_id) / "review.md"
+    # the tests failed, but the step that ran them did not: every step succeeded
+    assert out.pop("summary")["line"] == "SUCCESS: 5/5 steps succeeded, 0 failed, 0 skipped"
     assert out == {
         "report": str(report),
         "files_reviewed": 2,
@@ -148,6 +150,7 @@ async def test_project_health_calls_the_review_and_the_router_pipelines(home: Pa
     out = await call(home, "project-health", {"directory": str(project)})
     review_run = out["review_run"]
     assert review_run != out["run_id"]
+    assert out.pop("summary")["line"] == "SUCCESS: 2/2 steps succeeded, 0 failed, 0 skipped"
     assert out == {
         "report": str(_artifacts(home, "code-review", review_run) / "review.md"),
         "files_reviewed": 2,
@@ -256,6 +259,7 @@ async def test_route_by_complexity_routes_on_the_analysis(home: Path, tmp_path: 
 
 async def test_fan_out_measures_hundreds_of_items_in_item_order(home: Path) -> None:
     out = await call(home, "fan-out", {})
+    assert out.pop("summary")["succeeded"] == 2  # its step `summary` is not an output: the key is the run's
     # item n is "word " * (n % 7 + 1) + "item n.": n % 7 + 3 words
     assert out == {
         "items": 300,
@@ -282,11 +286,13 @@ async def test_retry_until_success_loops_until_success_or_a_limit(
     home: Path, arguments: dict[str, Any], expected: dict[str, Any]
 ) -> None:
     out = await call(home, "retry-until-success", arguments)
+    assert out.pop("summary")["line"] == "SUCCESS: 1/1 steps succeeded, 0 failed, 0 skipped"
     assert out == {**expected, "run_id": out["run_id"]}
 
 
 async def test_running_totals_carries_state_across_iterations(home: Path) -> None:
     out = await call(home, "running-totals", {})
+    assert out.pop("summary")["total"] == 1
     assert out == {
         "total": 25,
         "largest": 9,

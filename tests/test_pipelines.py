@@ -206,6 +206,7 @@ async def test_a_dotted_name_reads_the_mapping_key_before_any_method(home: Path,
           n: "{{ use.n }}"
         """,
     )
+    assert out.pop("summary")["succeeded"] == 2
     assert out == {"items": ["a", "b"], "keys": "k", "values": 4, "n": 2, "run_id": out["run_id"]}
 
 
@@ -874,7 +875,7 @@ async def test_without_outputs_the_result_is_every_top_level_step_output_plus_th
               - {id: inner, skill: echo, parameters: {n: 2}}
         """,
     )
-    assert set(out) == {"one", "two", "run_id"}
+    assert set(out) == {"one", "two", "run_id", "summary"}
     assert out["one"] == {"n": 1}
     assert out["two"] == {"inner": {"n": 2}}
     assert isinstance(out["run_id"], str) and out["run_id"]
@@ -896,6 +897,7 @@ async def test_the_outputs_mapping_shapes_the_result(home: Path, skills: Path) -
           label: "max is {{ e.xs | max }}"
         """,
     )
+    assert out.pop("summary")["total"] == 1
     assert out == {"biggest": 3, "sorted": [1, 2, 3], "label": "max is 3", "run_id": out["run_id"]}
 
 
@@ -933,7 +935,12 @@ async def test_a_pipeline_is_listed_as_a_tool_with_its_input_and_output_schemas(
     }
     assert tool.input_schema["required"] == ["path"]
     assert tool.output_schema is not None
-    assert set(tool.output_schema["properties"]) == {"echoed", "run_id", "usage"}  # usage: only when a model was called
+    assert set(tool.output_schema["properties"]) == {
+        "echoed",
+        "run_id",
+        "usage",
+        "summary",
+    }  # usage: only when a model was called
     assert "run_id" in tool.output_schema["required"]
     assert result.structured_content is not None
     assert result.structured_content["echoed"] == {"path": "/x", "depth": 2}

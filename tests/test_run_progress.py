@@ -238,7 +238,8 @@ def test_in_a_terminal_a_running_step_has_a_row_with_its_clock_and_its_real_dura
     assert proc.returncode == 0, _rows("".join(seen))[-2000:]
     assert json.loads(out) == {"quick": {"x": 1}, "holding": {"held": True}, "after": {"x": 2}}
     text = _rows("".join(seen))
-    last_frame = text[text.rindex("3/3") :]  # the display's last frame: every step done
+    frames = text.split("orchestrator: SUCCESS:")[0]  # the display, before the run's summary line
+    last_frame = frames[frames.rindex("3/3") :]  # the display's last frame: every step done
     [row] = [line for line in last_frame.splitlines() if re.match(r"\s*✓\s+holding\s", line)]
     # its real duration, not 0: at least the 0.5s its clock showed while it ran
     assert float(re.findall(r"(\d+\.\d)s", row)[-1]) >= 0.5, row

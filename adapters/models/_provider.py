@@ -25,6 +25,9 @@ class ModelRequest:
     system: str | None = None
     tools: list[dict[str, Any]] | None = None
     temperature: float | None = None
+    thinking: int | None = None
+    """Extended thinking's token budget (the API's `budget_tokens`), or None: no thinking. Only
+    the Anthropic API takes it; MCP sampling has no such parameter (the client's model decides)."""
 
 
 class ModelProvider(Protocol):

@@ -95,8 +95,10 @@ class ProviderAccess:
         max_tokens: int | None = None,
         tools: list[dict[str, Any]] | None = None,
         temperature: float | None = None,
+        thinking: int | None = None,
     ) -> Completion:
-        """One completion; `max_tokens=None` takes the model's default from the registry."""
+        """One completion; `max_tokens=None` takes the model's default from the registry;
+        `thinking`: extended thinking's token budget (the Anthropic API; sampling answers without)."""
         if not messages:
             raise SkillRunError("a model call needs at least one message")
         info = self.registry.info(model)
@@ -107,6 +109,7 @@ class ProviderAccess:
             system=system,
             tools=list(tools) if tools else None,
             temperature=temperature,
+            thinking=thinking,
         )
         provider = self.provider_for(request)
         completion = await provider.complete(request)
@@ -154,6 +157,14 @@ class ModelService:
     def access(self, context: Any = None) -> ProviderAccess:
         """The access of one tool call (`context`: the MCP request's `Context`, None without a client)."""
         return self._build(context)[0]
+
+    def api_access(self) -> ProviderAccess | None:
+        """An access that needs no client (the Anthropic API, its key set and in the registry's
+        providers), or None: background work never spends a connected client's sampling."""
+        access = self._build(None)[0]
+        if any(isinstance(p, AnthropicProvider) and p.configured for p in access.providers):
+            return access
+        return None
 
     def attach(self, ctx: SkillContext, context: Any = None, *, parked: bool = False) -> ProviderAccess:
         """Put the call's access in `ctx.extras["model"]`, and where the client's model answers

@@ -67,6 +67,9 @@ class AnthropicProvider:
             params["system"] = request.system
         if request.tools:
             params["tools"] = request.tools
+        if request.thinking:  # the API wants max_tokens above the thinking budget
+            params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking}
+            params["max_tokens"] = max(request.max_tokens, request.thinking + 1)
         if request.temperature is not None:  # the Messages API of this SDK takes no sampling parameters
             log.debug("temperature %s not sent: the Anthropic Messages API takes none", request.temperature)
         # One client per call: no connection pool outlives the call or its event loop, and a

@@ -86,9 +86,10 @@ def resolve_pipeline(orchestrator: OrchestratorServer, target: str) -> PipelineS
         try:
             return service.load_file(path)
         except VerificationError as exc:
-            raise VerificationError(
-                exc.message, hint=f"fix the issues above; `{PROG} pipelines validate FILE` checks it", issues=exc.issues
-            ) from None
+            hint = f"fix the issues above; `{PROG} pipelines validate FILE` checks it"
+            if any(i.code == "unknown-skill" for i in exc.issues):
+                hint += "; `--create-missing` has a model write the missing skills"
+            raise VerificationError(exc.message, hint=hint, issues=exc.issues) from None
     catalog = orchestrator.catalog
     found = catalog.find(target)
     if isinstance(found, PipelineSkill):
@@ -106,6 +107,25 @@ def resolve_pipeline(orchestrator: OrchestratorServer, target: str) -> PipelineS
     close = difflib.get_close_matches(target, sorted(service.specs()), n=3)
     hint = f"did you mean {', '.join(close)}?" if close else f"`{PROG} pipelines list` shows them"
     raise UsageError(f"no pipeline named '{target}'", hint)
+
+
+def pipeline_file(orchestrator: OrchestratorServer, target: str) -> Path:
+    """The file of the pipeline `target` names: the path given, a published pipeline's file, or the
+    file of a home pipeline that did not verify (`run --create-missing` creates what it lacks)."""
+    from pipelines.source import PipelineSkill
+
+    if _looks_like_file(target):
+        path = Path(target).expanduser()
+        if not path.is_file():
+            raise UsageError(f"no pipeline file {target}", "give a YAML file, or a pipeline id")
+        return path
+    found = orchestrator.catalog.find(target)
+    if isinstance(found, PipelineSkill):
+        return found.file
+    broken = [p.path for p in load_problems(service_of(orchestrator)) if p.path.stem == target]
+    if broken:
+        return broken[0]
+    return resolve_pipeline(orchestrator, target).file  # raises the clearest error for the name
 
 
 def target_spec(orchestrator: OrchestratorServer, target: str) -> PipelineSpec | None:
@@ -268,9 +288,11 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _show_now(args: argparse.Namespace, skill: PipelineSkill) -> int:
-    from pipelines.describe import example_arguments, help_text
+    from pipelines._help_ai import with_overview
+    from pipelines.describe import example_arguments
 
     spec = skill.spec
+    overview = skill.overview()  # the model's, when one was written for this file (`serve` writes them)
     if args.json:
         print_json(
             _summary(skill, True)
@@ -279,13 +301,14 @@ def _show_now(args: argparse.Namespace, skill: PipelineSkill) -> int:
                 "output_schema": skill.output_schema,
                 "example_arguments": example_arguments(spec),
                 "warnings": [issue_dict(i) for i in skill.warnings],
-                "help": help_text(spec),
+                "help": with_overview(spec, overview),
+                "overview": overview,
             }
         )
         return EXIT_OK
     show_warnings(skill)
     target = skill.name if not _looks_like_file(args.target) else args.target
-    print(help_text(spec))
+    print(with_overview(spec, overview))
     print(f"\n## Command line\n{_command(target, example_arguments(spec))}")
     print(f"\nFile: {skill.file} ({skill.source})")
     return EXIT_OK

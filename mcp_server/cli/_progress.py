@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,11 @@ class Display:
 
     def succeeded(self) -> None:
         """The run finished: show it complete (a resumed run never hears of the steps done before)."""
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Nothing drawn while inside (step-through prints and asks on the terminal)."""
+        yield
 
 
 def duration(seconds: float) -> str:
@@ -174,6 +180,14 @@ class RichDisplay(Display):
         total = self._find(self._overall).total
         if total is not None:
             self._bar.update(self._overall, completed=total)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self._bar.stop()
+        try:
+            yield
+        finally:
+            self._bar.start()
 
 
 def _layout(spec: PipelineSpec | None) -> dict[str, tuple[int, int]]:

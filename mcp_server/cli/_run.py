@@ -30,6 +30,8 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from pipelines._stepping import StepGate
+    from pipelines.errors import RunStopped
     from pipelines.service import PipelineService
     from pipelines.source import PipelineSkill
     from pipelines.spec import PipelineSpec
@@ -37,8 +39,9 @@ if TYPE_CHECKING:
 
     from ..app import OrchestratorServer
 
-Start = Callable[["SkillContext"], Awaitable[dict[str, Any]]]
-"""Starts (or resumes) the run with the context that carries progress and logs to the display."""
+Start = Callable[["SkillContext", "StepGate | None"], Awaitable[dict[str, Any]]]
+"""Starts (or resumes) the run with the context that carries progress and logs to the display, and
+the step-through gate (`--step`) or None."""
 
 
 def add_parsers(sub: Any, parents: Parents) -> None:
@@ -59,6 +62,18 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         dest="inputs",
         help="one input (repeat for more)",
     )
+    run.add_argument(
+        "--step",
+        action="store_true",
+        help="pause after each step: show its output, then continue, stop (resume later with `runs resume`) "
+        "or re-run the step",
+    )
+    run.add_argument(
+        "--create-missing",
+        action="store_true",
+        help="first create the skills the pipeline calls that do not exist (a model writes each, a reviewer and "
+        "its own tests check it, confined), then verify again; needs ANTHROPIC_API_KEY",
+    )
     add_allow_dir(run)
     run.set_defaults(handler=_cmd_run)
 
@@ -73,25 +88,62 @@ def _cmd_run(args: argparse.Namespace) -> int:
     service = service_of(orchestrator)
     run_id = new_run_id()
     needs = pipeline_needs(orchestrator, args.pipeline)
+    if args.create_missing:
+        return _run_creating(args, orchestrator, inputs, run_id, needs)
     spec = target_spec(orchestrator, args.pipeline) if needs else None
     if spec is None:  # nothing to connect first: mistakes are reported before the display opens
         skill = _resolved(orchestrator, args.pipeline, inputs)
 
-        def start(ctx: SkillContext) -> Awaitable[dict[str, Any]]:
+        def start(ctx: SkillContext, gate: StepGate | None) -> Awaitable[dict[str, Any]]:
             orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
-            return service.run(skill, skill.defaults(inputs), ctx, run_id=run_id)
+            return service.run(skill, skill.defaults(inputs), ctx, run_id=run_id, gate=gate)
 
-        return drive(service, skill.name, skill.spec, run_id, start, as_json=args.json)
+        return drive(service, skill.name, skill.spec, run_id, start, as_json=args.json, step=args.step)
 
-    async def start_connected(ctx: SkillContext) -> dict[str, Any]:
+    async def start_connected(ctx: SkillContext, gate: StepGate | None) -> dict[str, Any]:
         from ._upstreams import required
 
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         async with required(orchestrator, needs, args.connect_timeout):  # verified once its tools are there
             skill = _resolved(orchestrator, args.pipeline, inputs)
-            return await service.run(skill, skill.defaults(inputs), ctx, run_id=run_id)
+            return await service.run(skill, skill.defaults(inputs), ctx, run_id=run_id, gate=gate)
 
-    return drive(service, spec.id, spec, run_id, start_connected, as_json=args.json)
+    return drive(service, spec.id, spec, run_id, start_connected, as_json=args.json, step=args.step)
+
+
+def _run_creating(
+    args: argparse.Namespace,
+    orchestrator: OrchestratorServer,
+    inputs: dict[str, Any],
+    run_id: str,
+    needs: list[Any],
+) -> int:
+    """`run --create-missing`: create the skills the pipeline lacks (a model, from within the run's
+    display), verify it again, then run it."""
+    from pipelines.loader import load_spec_file
+
+    from ._pipelines import pipeline_file, service_of
+
+    service = service_of(orchestrator)
+    path = pipeline_file(orchestrator, args.pipeline)
+    spec = load_spec_file(path)[0]
+
+    async def start(ctx: SkillContext, gate: StepGate | None) -> dict[str, Any]:
+        from pipelines._missing import check_creating
+
+        from ._upstreams import required
+
+        orchestrator.access.apply(ctx)
+        async with required(orchestrator, needs, args.connect_timeout):
+            text = path.read_text(encoding="utf-8")
+            _, _, created = await check_creating(service, text, str(path), ctx)
+            for creation in created:
+                if creation.created:
+                    await ctx.info(f"created the skill '{creation.name}' ({creation.path})")
+            skill = _resolved(orchestrator, args.pipeline, inputs)
+            return await service.run(skill, skill.defaults(inputs), ctx, run_id=run_id, gate=gate)
+
+    return drive(service, spec.id, spec, run_id, start, as_json=args.json, step=args.step)
 
 
 def _resolved(orchestrator: OrchestratorServer, target: str, inputs: dict[str, Any]) -> PipelineSkill:
@@ -127,11 +179,17 @@ def drive(
     start: Start,
     *,
     as_json: bool,
+    step: bool = False,
 ) -> int:
-    """Run `start` under the progress display, Ctrl-C cancelling it; report the outcome, return the exit status."""
+    """Run `start` under the progress display, Ctrl-C cancelling it; report the outcome, return the exit status.
+
+    `step`: pause after each step for the terminal's answer (`_step.TerminalGate`)."""
     import anyio
 
+    from pipelines._summary import summary_key
+    from pipelines.errors import RunStopped
     from skills import SkillContext
+    from skills.roles import ROLES_KEY
 
     from ._progress import open_display
 
@@ -141,13 +199,26 @@ def drive(
 
     ModelService(service.home).attach(ctx)  # no client here: the Anthropic API when a key is set
     ctx.extras["catalog"] = service.catalog
+    if service.roles is not None:
+        ctx.extras[ROLES_KEY] = service.roles()
+    gate = None
+    if step:
+        from ._step import TerminalGate
+
+        gate = TerminalGate(display)
     with display:
-        result, failure, signum = anyio.run(_supervise, start, ctx)
+        result, failure, signum = anyio.run(_supervise, start, ctx, gate)
         if result is not None:
             display.succeeded()
     # The run's objects die with the process: without this, the interpreter's last collection of
     # them (~200,000 after a 20,000-item loop) held the exit back by a second after Ctrl-C.
     gc.freeze()
+    if isinstance(failure, RunStopped):
+        resume = f"`{PROG} runs resume {run_id}` continues with the next step (add --step to keep stepping)"
+        if as_json:
+            print_json({"run_id": run_id, "status": "stopped", "stopped_after": failure.step_id, "hint": resume})
+        print(f"{PROG}: run {run_id} {failure.message}; {resume}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if failure is not None:
         record = service.store.get(run_id)
         if as_json:
@@ -163,9 +234,13 @@ def drive(
     if as_json:
         print_json(result)
         return EXIT_OK
-    print_json({k: v for k, v in result.items() if k != "run_id"})
+    key = summary_key(spec) if spec is not None else "summary"
+    summary = result.get(key) if isinstance(result.get(key), dict) else None
+    print_json({k: v for k, v in result.items() if k != "run_id" and not (k == key and summary is not None)})
     artifacts = service.artifact_dir(title, run_id)
     where = f"; artifacts in {artifacts}" if artifacts.is_dir() else " (no artifacts)"
+    if summary is not None:
+        print(f"{PROG}: {summary.get('line', '')}", file=sys.stderr)
     print(f"{PROG}: run {run_id} of {title} succeeded{where}", file=sys.stderr)
     return EXIT_OK
 
@@ -180,23 +255,27 @@ def _outcome(run_id: str, status: str, message: str, hint: str, record: Any) -> 
     }
 
 
-async def _supervise(start: Start, ctx: SkillContext) -> tuple[dict[str, Any] | None, SkillRunError | None, int]:
-    """The run's result; or its failure; or the signal (Ctrl-C, SIGTERM) that cancelled it."""
+async def _supervise(
+    start: Start, ctx: SkillContext, gate: StepGate | None
+) -> tuple[dict[str, Any] | None, SkillRunError | RunStopped | None, int]:
+    """The run's result; or its failure, or its stop (step-through); or the signal (Ctrl-C,
+    SIGTERM) that cancelled it."""
     import threading
 
     import anyio
 
+    from pipelines.errors import RunStopped
     from skills import SkillRunError
 
     caught: list[int] = []
     result: dict[str, Any] | None = None
-    failure: SkillRunError | None = None
+    failure: SkillRunError | RunStopped | None = None
     async with anyio.create_task_group() as tg:
         if threading.current_thread() is threading.main_thread() and sys.platform != "win32":
             await tg.start(_cancel_on_signal, tg.cancel_scope, caught)
         try:
-            result = await start(ctx)
-        except SkillRunError as exc:  # the run failed; the service recorded it and said how to resume
+            result = await start(ctx, gate)
+        except (SkillRunError, RunStopped) as exc:  # the run failed or was stopped; the service recorded it
             failure = exc
         tg.cancel_scope.cancel()
     return result, failure, (caught[0] if caught and result is None and failure is None else 0)

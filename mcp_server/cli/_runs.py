@@ -22,6 +22,7 @@ from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, pri
 
 if TYPE_CHECKING:
     from mcp_server.tasks import TaskRecord
+    from pipelines._stepping import StepGate
     from pipelines.runs import RunRecord, RunStore
     from skills import SkillContext
 
@@ -45,11 +46,14 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     resume = actions.add_parser(
         "resume",
         parents=[common, parents.skills, json_opt, parents.servers],
-        help="continue a failed, cancelled or interrupted run",
+        help="continue a failed, cancelled, interrupted or stopped run",
         description="Continue a run without re-running its finished steps, with the same progress display and "
         "exit status as `orchestrator run`.",
     )
     resume.add_argument("run", metavar="RUN", help="a run id (or a unique prefix of one)")
+    resume.add_argument(
+        "--step", action="store_true", help="pause after each step, as `run --step` does (continue, stop, re-run)"
+    )
     add_allow_dir(resume)
     resume.set_defaults(handler=_resume)
     prune = actions.add_parser(
@@ -244,7 +248,7 @@ def _show(args: argparse.Namespace) -> int:
         print(f"  {name}")
     if len(files) > MAX_FILES_SHOWN:
         print(f"  ... and {len(files) - MAX_FILES_SHOWN} more")
-    if record.status in ("failed", "cancelled", "interrupted"):
+    if record.status in ("failed", "cancelled", "interrupted", "stopped"):
         print(f"{PROG}: run {record.run_id} {record.status}: {_resume_hint(record)}", file=sys.stderr)
     elif record.status == "running":
         print(f"{PROG}: run {record.run_id} is running in process {record.owner}", file=sys.stderr)
@@ -281,12 +285,12 @@ def _resume(args: argparse.Namespace) -> int:
     spec = service.specs().get(record.pipeline)
     needs = pipeline_needs(orchestrator, record.file or record.pipeline)  # the upstreams its steps call
 
-    async def start(ctx: SkillContext) -> Any:
+    async def start(ctx: SkillContext, gate: StepGate | None) -> Any:
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         async with required(orchestrator, needs, args.connect_timeout):
-            return await service.resume(record.run_id, ctx)
+            return await service.resume(record.run_id, ctx, gate=gate)
 
-    return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json)
+    return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json, step=args.step)
 
 
 # -- prune -------------------------------------------------------------------------------------

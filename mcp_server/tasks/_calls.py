@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -103,6 +104,10 @@ async def continue_in_rounds(
     execution = service.host.get(state.get("x", "")) if state else None
     if execution is not None and (execution.principal != principal or execution.tool != target.name):
         execution = None  # never continue someone else's call
+    if execution is not None and execution.expired:  # it timed out just now and is still stopping
+        with anyio.fail_after(30):
+            await execution.finished.wait()  # its run is recorded as cancelled before the retry resumes it
+        execution = None
     if execution is None:
         ctx = make_ctx()
         async with bound(ctx):  # its roots and isolation: the body (even a parked one) keeps them
