@@ -101,6 +101,7 @@ if TYPE_CHECKING:
     from adapters.models import ModelService
     from pipelines._help_ai import HelpWriter
     from pipelines.service import PipelineService
+    from pipelines.state import Backends
 
     from .tasks import TaskService
 
@@ -246,6 +247,8 @@ class OrchestratorServer(MCPServer):
         if name in CATALOGUE_TOOLS and self.catalog.find(name) is None and self.catalogue_active():
             return await call_catalogue(self, name, arguments, context)
         target = self.target(name)
+        if isinstance(target, CallToolResult) and await self._caught_up():
+            target = self.target(name)  # registered through another replica a moment ago
         if isinstance(target, CallToolResult):
             return target
         try:
@@ -343,11 +346,21 @@ class OrchestratorServer(MCPServer):
     @cached_property
     def tasks(self) -> TaskService:
         """The server's tasks and parked calls (made on first use)."""
-        from .tasks import SqliteTaskStore, TaskService, load_task_limits
+        from .tasks import SqliteTaskStore, TaskService, TaskStore, load_task_limits
 
         assert self.home is not None
+        state = self.pipelines.backends.state if self.pipelines is not None else None
+        store: TaskStore
+        if state:  # shared by the replicas: a task made through one is polled and fetched through another
+            from pipelines._pg import postgres
+
+            from .tasks._postgres import PostgresTaskStore
+
+            store = PostgresTaskStore(postgres(state))
+        else:
+            store = SqliteTaskStore(self.home.state_db)
         return TaskService(
-            SqliteTaskStore(self.home.state_db),
+            store,
             load_task_limits(self.home.root / "config.yaml"),
             pipelines=self.pipelines,
             sinks=lambda context, name: (context.report_progress, _client_logger(context, name, self._log_levels)),
@@ -588,6 +601,9 @@ class OrchestratorServer(MCPServer):
         no child process behind.
         """
         async with anyio.create_task_group() as tg, self.watching():
+            shared = self.pipelines.shared if self.pipelines is not None else None
+            if shared is not None:  # pipelines registered through another replica appear here too
+                tg.start_soon(shared.listen, self._shared_changed)
             if self.pipelines is not None:  # overviews of the pipelines' help, with the API only
                 tg.start_soon(self.help_writer.run)
             if self.servers is not None:
@@ -600,6 +616,25 @@ class OrchestratorServer(MCPServer):
                 yield
             finally:
                 tg.cancel_scope.cancel()
+                if self.pipelines is not None:
+                    await self.pipelines.aclose()
+
+    async def _caught_up(self) -> bool:
+        """Re-read the shared state's pipelines for a call of an unknown name (at most once a second):
+        True when something changed. The notification of a registration may still be on its way."""
+        import time
+
+        if self.pipelines is None or self.pipelines.shared is None or time.monotonic() - self._shared_read < 1.0:
+            return False
+        self._shared_read = time.monotonic()
+        return await self.catalog.refresh([self.pipelines.shared])
+
+    _shared_read = 0.0
+
+    async def _shared_changed(self) -> None:
+        """The shared state's registered pipelines changed: re-read them (clients hear list_changed)."""
+        assert self.pipelines is not None
+        await self.catalog.refresh(list(self.pipelines.sources))
 
     @asynccontextmanager
     async def watching(self) -> AsyncIterator[None]:
@@ -857,13 +892,15 @@ def create_server(
     catalogue_threshold: int = DEFAULT_THRESHOLD,
     page_size: int = DEFAULT_PAGE_SIZE,
     allow_dirs: Sequence[str | Path] | None = None,
+    backends: Backends | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
 
     `catalogue`, `catalogue_threshold`: catalogue mode (see `_catalogue`); `page_size`: items per
     page of tools/list, resources/list, prompts/list and skills/list. `allow_dirs`: the folders
     file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else the working directory; a
-    client's MCP roots narrow them).
+    client's MCP roots narrow them). `backends`: the shared state and queue of the distributed
+    mode (default: the home's state.sqlite, runs in this process).
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
@@ -903,7 +940,12 @@ def create_server(
         model_service = ModelService(home)
         roles = Roles(home.root)
         service = PipelineService(
-            home, catalog, examples=builtin, models=lambda: model_service.registry.known(), roles=roles.book
+            home,
+            catalog,
+            examples=builtin,
+            models=lambda: model_service.registry.known(),
+            roles=roles.book,
+            backends=backends,
         )
         for warning in unknown_models(catalog, model_service.registry.known()):
             log.warning("%s", warning)

@@ -275,39 +275,54 @@ def fan_wave_node(step: StepSpec) -> Node:
 
 
 def fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
-    assert step.for_ is not None
-    var = step.for_.variable
-    ids = [s.id for s in step.steps or []]
-
     async def node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
         ctx = _ctx(runtime)
-        index = payload["index"]
-        scope = {**payload["scope"], var: payload["item"], "loop": loop_info(index, payload["n"])}
         async with ctx.parallel_slot(step):
-            if body is None:
-                update = await ctx.run_skill_step(step, {"scope": scope}, f"{step.id}.item")
-                result: Any = update.pop("scope")[f"{step.id}.item"]
-                changed: dict[str, Any] = {}
+            if ctx.dispatch is not None:  # the distributed mode: any worker runs it
+                update = await ctx.dispatch(step, payload)
+                spent = update["fanin"][step.id][str(payload["index"])].get("spent") or {}
+                ctx.budget.charge(step.id, spent.get("steps", 0), spent.get("bytes", 0))
             else:
-                # An own thread id gives the body its own lineage instead of the parent's ambient
-                # configurable (checkpoint namespace, `durability="sync"`, which LangGraph cannot
-                # honour in a graph compiled without a checkpointer).
-                config = {"configurable": {"thread_id": f"{ctx.run_id}/{step.id}/{index}"}}
-                ctx.charge(step, {}, steps=1)
-                final = await body.ainvoke({"scope": scope}, config, context=ctx)
-                inner = final["scope"]
-                result = {k: inner.get(k) for k in ids}
-                changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != scope.get(k)}
-                update = {k: v for k, v in final.items() if k in ("usage", "spent") and v}
-                update["spent"] = add_counts(update.get("spent"), {"steps": 1})
+                update = await run_item(ctx, step, body, state_vars, payload)
         await ctx.item_done(step, None, None)
-        # The item's spend rides in its fan-in entry (the done node adds them up): one write per
-        # item, not two. LangGraph re-filters a superstep's pending writes at every task's write.
-        entry = {"result": result, "state": changed, "spent": update.pop("spent", None) or {}}
-        update["fanin"] = {step.id: {str(index): entry}}
         return update
 
     return node
+
+
+async def run_item(
+    ctx: RunContext, step: StepSpec, body: Any, state_vars: list[str], payload: dict[str, Any]
+) -> dict[str, Any]:
+    """One item of a parallel `for` (its skill call, or its nested steps): the graph update it makes.
+
+    Here or in a worker of the distributed mode: the update is plain data either way.
+    """
+    assert step.for_ is not None
+    var = step.for_.variable
+    ids = [s.id for s in step.steps or []]
+    index = payload["index"]
+    scope = {**payload["scope"], var: payload["item"], "loop": loop_info(index, payload["n"])}
+    if body is None:
+        update = await ctx.run_skill_step(step, {"scope": scope}, f"{step.id}.item")
+        result: Any = update.pop("scope")[f"{step.id}.item"]
+        changed: dict[str, Any] = {}
+    else:
+        # An own thread id gives the body its own lineage instead of the parent's ambient
+        # configurable (checkpoint namespace, `durability="sync"`, which LangGraph cannot
+        # honour in a graph compiled without a checkpointer).
+        config = {"configurable": {"thread_id": f"{ctx.run_id}/{step.id}/{index}"}}
+        ctx.charge(step, {}, steps=1)
+        final = await body.ainvoke({"scope": scope}, config, context=ctx)
+        inner = final["scope"]
+        result = {k: inner.get(k) for k in ids}
+        changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != scope.get(k)}
+        update = {k: v for k, v in final.items() if k in ("usage", "spent") and v}
+        update["spent"] = add_counts(update.get("spent"), {"steps": 1})
+    # The item's spend rides in its fan-in entry (the done node adds them up): one write per
+    # item, not two. LangGraph re-filters a superstep's pending writes at every task's write.
+    entry = {"result": result, "state": changed, "spent": update.pop("spent", None) or {}}
+    update["fanin"] = {step.id: {str(index): entry}}
+    return update
 
 
 def fan_done_node(step: StepSpec) -> Node:

@@ -52,6 +52,9 @@ class CompiledPipeline:
     spec: PipelineSpec
     builder: StateGraph[Any, Any, Any, Any]
     state_vars: list[str]
+    bodies: dict[str, Any] = field(default_factory=dict)
+    """The compiled body of each parallel `for` with nested steps, by step id (a worker runs one
+    item of it with `_loops.run_item`)."""
     _graphs: dict[int, CompiledStateGraph[Any, Any, Any, Any]] = field(default_factory=dict)
 
     def graph(self, checkpointer: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -76,7 +79,7 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     builder.graph.add_edge(START, entry)
     for node in exits:
         builder.graph.add_edge(node, END)
-    return CompiledPipeline(spec, builder.graph, names)
+    return CompiledPipeline(spec, builder.graph, names, builder.bodies)
 
 
 Node = Callable[..., Any]
@@ -99,7 +102,7 @@ def _ctx(runtime: Any) -> RunContext:
 class _Builder:
     """Adds the nodes and edges of blocks of steps to one StateGraph."""
 
-    def __init__(self, state_vars: list[str], graph: Any = None) -> None:
+    def __init__(self, state_vars: list[str], graph: Any = None, bodies: dict[str, Any] | None = None) -> None:
         from langgraph.graph import StateGraph
 
         from .runtime import RunContext
@@ -107,6 +110,7 @@ class _Builder:
         self.state_vars = state_vars
         self.graph = graph if graph is not None else StateGraph(graph_state(), context_schema=RunContext)
         self._ids: set[str] = set()
+        self.bodies: dict[str, Any] = bodies if bodies is not None else {}
 
     # -- blocks ----------------------------------------------------------------------------------
     def block(self, steps: list[StepSpec]) -> tuple[str, list[str]]:
@@ -211,13 +215,13 @@ class _Builder:
 
         body_graph = None
         if step.steps:
-            sub = _Builder(self.state_vars)
+            sub = _Builder(self.state_vars, bodies=self.bodies)
             entry, exits = sub.block(step.steps)
             sub.graph.add_edge(START, entry)
             for node in exits:
                 sub.graph.add_edge(node, END)
             # checkpointer=False: an item is the unit of resume; its inner steps are not checkpointed.
-            body_graph = sub.graph.compile(checkpointer=False)
+            body_graph = self.bodies[step.id] = sub.graph.compile(checkpointer=False)
             self._ids |= sub._ids
         start = self._add(f"{step.id}.start", _loops.fan_start_node(step))
         item = self._add(f"{step.id}.item", _loops.fan_item_node(step, body_graph, self.state_vars))

@@ -27,13 +27,16 @@ from ._statedb import is_corrupt, set_aside
 
 __all__ = ["PruneReport", "RunRecord", "RunStatus", "RunStore"]
 
-RunStatus = Literal["running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
-"""`stopped`: stopped by its user after a step (step-through); it resumes from the next step."""
-"""`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted)."""
+RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
+"""`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
+`stopped`: stopped by its user after a step (step-through); it resumes from the next step.
+`queued`: handed to the workers of the distributed mode (`--queue`), not yet taken by one."""
 
 T = TypeVar("T")
+_LIVE = ("running", "queued")
+"""Runs that `prune` never forgets."""
 
-_SCHEMA = """
+RUNS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS orchestrator_runs (
     run_id TEXT PRIMARY KEY,
     pipeline TEXT NOT NULL,
@@ -49,6 +52,8 @@ CREATE TABLE IF NOT EXISTS orchestrator_runs (
 )
 """
 _OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTEGER", "owner_started": "INTEGER"}
+RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL"}
+"""Columns added since the first version (who runs a run)."""
 _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
     "owner_host, owner_boot, owner_pid, owner_started, heartbeat"
@@ -105,9 +110,9 @@ class RunStore:
         try:
             with conn:
                 if not self._migrated:
-                    conn.execute(_SCHEMA)
+                    conn.execute(RUNS_SCHEMA)
                     have = {row[1] for row in conn.execute("PRAGMA table_info(orchestrator_runs)")}
-                    for name, kind in {**_OWNER_COLUMNS, "heartbeat": "REAL"}.items():
+                    for name, kind in RUN_OWNER_COLUMNS.items():
                         if name not in have:  # a database of an older version: add the owner columns
                             conn.execute(f"ALTER TABLE orchestrator_runs ADD COLUMN {name} {kind}")
                     self._migrated = True
@@ -226,23 +231,36 @@ class RunStore:
         `older_than`, every run (not running) that started longer ago, with its checkpoints and
         artifacts folder. The database file is compacted afterwards (VACUUM).
         """
-        before = self.db.stat().st_size if self.db.exists() else 0
+        before = self._bytes()
         records = self.list(10**9)
         cutoff = None if older_than is None else time.time() - older_than
-        forget = [r for r in records if cutoff is not None and r.status != "running" and r.started < cutoff]
+        forget = [r for r in records if cutoff is not None and r.status not in _LIVE and r.started < cutoff]
         gone = {r.run_id for r in forget}
         keep = {r.run_id for r in records if r.status != "succeeded" and r.run_id not in gone}
-        threads = self._do(_threads)
+        threads = self._do(self._checkpointed)
         drop = sorted(t for t in threads if t not in keep)
         if not dry_run:
-            self._do(lambda conn: _delete(conn, drop, sorted(gone)))
+            self._do(lambda conn: self._drop(conn, drop, sorted(gone)))
             for record in forget:
                 if record.artifacts and Path(record.artifacts).is_dir():
                     shutil.rmtree(record.artifacts, ignore_errors=True)
-            with self._connect() as conn:
-                conn.execute("VACUUM")
-        after = self.db.stat().st_size if self.db.exists() else 0
+            self._compact()
+        after = self._bytes()
         return PruneReport(drop, forget, before, after)
+
+    # What differs between the SQLite file and a shared database (`_pgruns`).
+    def _checkpointed(self, conn: Any) -> set[str]:
+        return _threads(conn)
+
+    def _drop(self, conn: Any, threads: list[str], runs: list[str]) -> None:
+        _delete(conn, threads, runs)
+
+    def _bytes(self) -> int:
+        return self.db.stat().st_size if self.db.exists() else 0
+
+    def _compact(self) -> None:
+        with self._connect() as conn:
+            conn.execute("VACUUM")
 
 
 def _threads(conn: sqlite3.Connection) -> set[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,9 +46,12 @@ if TYPE_CHECKING:
     from ._state import RunState
     from .compiler import CompiledPipeline
 
-__all__ = ["RunContext", "loop_items", "run_pipeline"]
+__all__ = ["Dispatch", "RunContext", "loop_items", "run_pipeline"]
 
 log = logging.getLogger("pipelines.run")
+
+Dispatch = Callable[[StepSpec, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Runs one parallel item elsewhere: (the loop step, its `Send` payload) -> the item's graph update."""
 
 RECURSION_LIMIT = 10_000_000  # loops carry their own guards (max_iterations, item counts)
 _NOTHING: Any = object()
@@ -92,6 +95,9 @@ class RunContext:
     _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
     """Top-level steps under way and when they started (named when the run's time is up)."""
+    dispatch: Dispatch | None = None
+    """Hands one item of a parallel `for` to the workers and returns its graph update (the
+    distributed mode); None: items run here."""
     last_finished: str | None = None
     """The top-level step that finished last (step-through shows it to its gate)."""
 
@@ -331,6 +337,7 @@ async def run_pipeline(
     checkpointer: Any = None,
     resume: bool = False,
     budget: Budget | None = None,
+    dispatch: Dispatch | None = None,
     gate: StepGate | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`.
@@ -352,6 +359,7 @@ async def run_pipeline(
         artifact_dir=artifact_dir,
         budget=budget,
         agents=agents,
+        dispatch=dispatch,
     )
     graph = compiled.graph(checkpointer)
     config: dict[str, Any] = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}

@@ -1,8 +1,12 @@
 """The pipelines of one home: their sources, runs, checkpoints, history, validation and registration.
 
 `PipelineService` is what the server (and the CLI) use: it adds the pipeline sources to the
-Catalog, runs a pipeline under a new run id with its SQLite checkpointer, records the run, and
-resumes a failed, cancelled or killed run without re-running its finished steps.
+Catalog, runs a pipeline under a new run id with its checkpointer, records the run, and resumes
+a failed, cancelled or killed run without re-running its finished steps.
+
+Where runs keep their state and who runs them is `Backends` (see `state`): the home's
+state.sqlite and this process (the default), or PostgreSQL shared by replicas and workers, with
+runs and loop items handed to `orchestrator worker` processes through a Docket queue.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import RunRecord, RunStore
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
+from .state import Backends
 
 if TYPE_CHECKING:
     from skills.roles import RoleBook
@@ -40,6 +45,11 @@ log = logging.getLogger("pipelines.service")
 
 RUN_IDS_KEY = "run_ids"
 """`ctx.extras` list (when the caller put one there) to which each run started under it adds its id."""
+ITEM_KEY = "in_item"
+"""`ctx.extras` flag: the call runs inside one loop item on a worker; its own loops run here."""
+HERE_KEY = "runs_here"
+"""`ctx.extras` flag: runs started under this context run in this process (a pipeline called as a
+step of a run a worker drives, or inside a loop item a worker runs), never through the queue."""
 
 
 class PipelineService:
@@ -52,6 +62,7 @@ class PipelineService:
         *,
         examples: bool = True,
         models: Callable[[], Collection[str]] | None = None,
+        backends: Backends | None = None,
         roles: Callable[[], RoleBook] | None = None,
     ) -> None:
         self.home = home
@@ -59,7 +70,28 @@ class PipelineService:
         self.roles = roles
         """The agent roles of the home (`skills.roles`); an agent step naming an unknown one is an error."""
         self.catalog = catalog
-        self.store = RunStore(home.state_db)
+        self.backends = backends or Backends()
+        self.store: RunStore
+        self.shared: Any = None
+        """The registered pipelines in the shared state (`_shared.SharedPipelineSource`), if any."""
+        self.queue: Any = None
+        """The Docket queue (`_queue.Queue`) runs are handed to, in the distributed mode."""
+        if self.backends.state:
+            from ._pg import postgres
+            from ._pgruns import PgRunStore
+            from ._shared import SharedPipelineSource
+
+            pg = postgres(self.backends.state)
+            self.store = PgRunStore(pg)
+            self.shared = SharedPipelineSource(pg, home.cache_dir)
+        else:
+            self.store = RunStore(home.state_db)
+        if self.backends.queue:
+            from ._queue import Queue
+
+            self.queue = Queue(self.backends.queue)
+        self.dispatch: Any = None
+        """Set in a worker: hands the items of the parallel loops of the runs it drives to the queue."""
         self.limits = ServerLimits(home.root / "config.yaml")
         """The server's run limits (`runs:` in the home's config.yaml); a pipeline may only lower them."""
         self._heartbeat = Heartbeat(self.store.beat)
@@ -67,6 +99,8 @@ class PipelineService:
         if examples:
             self.sources.append(PipelineSource(EXAMPLES_DIR, "builtin", label="builtin pipelines"))
         self.sources.append(PipelineSource(home.pipelines_dir, "home", label=f"pipelines ({home.pipelines_dir})"))
+        if self.shared is not None:  # registered through any replica: they win over one machine's files
+            self.sources.append(self.shared)
         for source in self.sources:
             source.catalog = catalog
             source.runner = self.run
@@ -128,6 +162,20 @@ class PipelineService:
         errors = [i for i in issues if i.severity == "error"]
         if errors:
             raise VerificationError(f"{len(errors)} problem(s) in {path}", issues=issues)
+        return self._hosted(spec, path, issues)
+
+    def skill_from_text(self, text: str, file: Path) -> PipelineSkill:
+        """A pipeline's YAML (as a run recorded it), verified against this process's Catalog, ready to run.
+
+        `file` names it in messages only: a worker runs a run of any replica from its text.
+        """
+        spec, issues = self.check(text, str(file))
+        errors = [i for i in issues if i.severity == "error"]
+        if spec is None or errors:
+            raise VerificationError(f"{len(errors)} problem(s) in {file}", issues=issues)
+        return self._hosted(spec, file, issues)
+
+    def _hosted(self, spec: PipelineSpec, path: Path, issues: list[Issue]) -> PipelineSkill:
         host = PipelineSource(path.parent, "user", label=str(path.parent))
         host.catalog, host.runner, host.others = self.catalog, self.run, self.specs
         host.help_cache = self.home.cache_dir
@@ -148,7 +196,12 @@ class PipelineService:
 
     # -- running ---------------------------------------------------------------------------------
     def artifact_dir(self, pipeline_id: str, run_id: str) -> Path:
-        return self.home.pipelines_dir / pipeline_id / "runs" / run_id
+        return (self.backends.artifacts or self.home.pipelines_dir) / pipeline_id / "runs" / run_id
+
+    def _queued(self, ctx: SkillContext, gate: StepGate | None) -> bool:
+        """Whether a run started under `ctx` goes to the workers (not: one started by a worker, nor
+        one stepped through: its gate asks the person at this terminal)."""
+        return self.queue is not None and gate is None and not ctx.extras.get(HERE_KEY)
 
     async def run(
         self,
@@ -169,8 +222,23 @@ class PipelineService:
         if isinstance(started, list):  # the caller keeps the run ids (to resume a parked call's run)
             started.append(run_id)
         artifacts = self.artifact_dir(skill.name, run_id)
+        if self._queued(ctx, gate):
+            source = await anyio.to_thread.run_sync(skill.body)
+            start = functools.partial(self.store.start, source=source, queued=True)  # type: ignore[call-arg]
+            await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
+            return await self._through_queue(skill.name, run_id, ctx, resume=False)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self._drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
+
+    async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
+        """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
+        from ._queue import raise_outcome
+
+        await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {pipeline}, run {run_id} on a worker")
+        outcome = await self.queue.run(run_id, ctx.progress)
+        if outcome.get("status") != "succeeded":
+            raise_outcome(outcome)
+        return outcome["result"]
 
     async def resume(self, run_id: str, ctx: SkillContext, *, gate: StepGate | None = None) -> dict[str, Any]:
         """Continue a run that failed, was cancelled, was stopped or whose process died."""
@@ -184,6 +252,9 @@ class PipelineService:
                 f"run {run_id} is still running (process {record.owner})",
                 hint="wait for it, or cancel it there; a run whose process died shows as interrupted",
             )
+        if self._queued(ctx, gate):
+            await self._store(self.store.queue, run_id)  # type: ignore[attr-defined]
+            return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
         published = self.catalog.find(record.pipeline)
         if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
             skill = published
@@ -223,9 +294,12 @@ class PipelineService:
                     checkpointer=saver,
                     resume=resume,
                     budget=self.budget(skill, ctx),
+                    dispatch=self._dispatcher(ctx, run_id),
                     gate=gate,
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
+            if self.dispatch is not None:
+                await self._store(self.store.forget_items, run_id)  # type: ignore[attr-defined]
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
             await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
             raise
@@ -255,6 +329,12 @@ class PipelineService:
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
         return result
 
+    def _dispatcher(self, ctx: SkillContext, run_id: str) -> Any:
+        """Where the run's parallel items go: the queue, when a worker drives the run (not inside an item)."""
+        if self.dispatch is None or ctx.extras.get(ITEM_KEY):
+            return None
+        return functools.partial(self.dispatch, run_id)
+
     def budget(self, skill: PipelineSkill, ctx: SkillContext) -> Budget:
         """The run's limits: the server's, lowered by the pipeline's; a run called by another run's
         step also spends from its caller's budget."""
@@ -276,18 +356,23 @@ class PipelineService:
         # or the checkpointer that holds the lock (on this loop) could never commit.
         return await anyio.to_thread.run_sync(fn, *args)
 
-    @asynccontextmanager
-    async def _checkpointer(self) -> AsyncIterator[Any]:
-        """One SQLite checkpointer shared by the runs under way (a pipeline calling another
-        pipeline runs inside its parent's run; two connections would lock each other out)."""
+    def _saver_factory(self) -> Any:
+        if self.backends.state:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            return AsyncPostgresSaver.from_conn_string(self.backends.state)  # tables made by `_pg.migrate`
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+        return AsyncSqliteSaver.from_conn_string(str(self.home.state_db))
+
+    @asynccontextmanager
+    async def _checkpointer(self) -> AsyncIterator[Any]:
+        """One checkpointer shared by the runs under way (a pipeline calling another pipeline runs
+        inside its parent's run; two SQLite connections would lock each other out)."""
         async with self._saver_lock:
             if self._saver_users == 0:
                 self._saver_stack = AsyncExitStack()
-                self._saver = await self._saver_stack.enter_async_context(
-                    AsyncSqliteSaver.from_conn_string(str(self.home.state_db))
-                )
+                self._saver = await self._saver_stack.enter_async_context(self._saver_factory())
             self._saver_users += 1
         try:
             yield self._saver
@@ -298,6 +383,16 @@ class PipelineService:
                     if self._saver_users == 0 and self._saver_stack is not None:
                         await self._saver_stack.aclose()
                         self._saver = self._saver_stack = None
+
+    async def has_checkpoint(self, run_id: str) -> bool:
+        """Whether a run left a checkpoint to resume from."""
+        async with self._checkpointer() as saver:
+            return await saver.aget_tuple({"configurable": {"thread_id": run_id}}) is not None
+
+    async def aclose(self) -> None:
+        """Close the queue's connections (the server or command is ending)."""
+        if self.queue is not None:
+            await self.queue.aclose()
 
     def runs(self, limit: int = 50, pipeline: str | None = None) -> list[RunRecord]:
         return self.store.list(limit, pipeline)
@@ -326,12 +421,18 @@ class PipelineService:
         target = self.home.pipelines_dir / f"{spec.id}.yaml"
         if existing is not None and not isinstance(existing, PipelineSkill):
             raise PipelineError(f"'{spec.id}' is already the name of a {existing.kind} skill", hint="choose another id")
-        if target.exists() and not overwrite:
+        text = text if text.endswith("\n") else text + "\n"
+        shared = self.shared
+        taken = await anyio.to_thread.run_sync(shared.exists, spec.id) if shared is not None else target.exists()
+        if taken and not overwrite:
             raise PipelineError(
                 f"a pipeline '{spec.id}' is already registered", hint="pass overwrite: true to replace it"
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        if shared is not None:  # in the shared state: every replica and worker publishes it (NOTIFY)
+            target = await anyio.to_thread.run_sync(shared.save, spec.id, text)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
         await self.catalog.refresh([s for s in self.sources if s.source == "home"])
         skill = self.catalog.find(spec.id)
         if not isinstance(skill, PipelineSkill):

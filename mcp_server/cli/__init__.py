@@ -20,6 +20,7 @@ naming its handler with `set_defaults(handler=...)`:
     _progress   the live progress display of a run
     _upstreams  the upstream MCP servers a command needs (--servers, --connect-timeout)
     _docs       docs: the user reference of docs/, from the checkout or the installed copy
+    _scale      --state/--queue/--artifacts (the distributed mode) and worker
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import _call, _docs, _doctor, _pipelines, _run, _runs, _serve, _servers, _setup, _skills, _upstreams
+from . import _call, _docs, _doctor, _pipelines, _run, _runs, _scale, _serve, _servers, _setup, _skills, _upstreams
 from ._common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -80,7 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     json_opt.add_argument("--json", action="store_true", help="print JSON")
     servers_opt = argparse.ArgumentParser(add_help=False)
     _upstreams.add_options(servers_opt)
-    parents = Parents(common=common, skills=skills_opt, json=json_opt, servers=servers_opt)
+    scale_opt = argparse.ArgumentParser(add_help=False)
+    _scale.add_options(scale_opt)
+    parents = Parents(common=common, skills=skills_opt, json=json_opt, servers=servers_opt, scale=scale_opt)
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -103,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
         _setup.add_claude_parser,
         _doctor.add_parsers,
         _docs.add_parsers,
+        _scale.add_parsers,
     ):
         add_parsers(sub, parents)
     return parser

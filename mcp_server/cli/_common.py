@@ -47,6 +47,8 @@ class Parents(NamedTuple):
     """--json."""
     servers: argparse.ArgumentParser
     """--servers FILE and --connect-timeout: the upstream MCP servers a command may need."""
+    scale: argparse.ArgumentParser
+    """--state URL, --queue URL, --artifacts DIR: the distributed mode (`_scale`)."""
 
 
 def error(message: str, hint: str = "") -> None:
@@ -98,7 +100,10 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     from ._allow import allowed_dirs
 
     listing = {k: getattr(args, k) for k in ("catalogue", "catalogue_threshold", "page_size") if hasattr(args, k)}
+    from ._scale import backends
+
     return create_server(
+        backends=backends(args),
         home=home(args),
         skill_dirs=getattr(args, "skills", []),
         watch=watch,

@@ -23,7 +23,7 @@ _PACKAGES = ("mcp-orchestrator", "mcp", "langgraph", "anthropic", "pydantic", "a
 def add_parsers(sub: Any, parents: Parents) -> None:
     doctor = sub.add_parser(
         "doctor",
-        parents=[parents.common, parents.json, parents.skills],
+        parents=[parents.common, parents.json, parents.skills, parents.scale],
         help="versions, home, isolation, state, providers, skills (name clashes, skipped folders)",
         description="Check this installation: versions, the home directory, whether skills' subprocesses "
         "can be confined (bubblewrap) and why not, what file skills may read, the state backend and the "
@@ -53,8 +53,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         )
     lines += [
         f"files:      file skills may read {files['shown']} ({files['origin']})",
-        f"state:      {report['state']['backend']} {report['state']['path']}"
-        + ("" if report["state"]["exists"] else " (no runs yet)"),
+        _state_line(report["state"]),
         "providers:  " + "; ".join(f"{p['name']}: {p['status']}" for p in report["providers"]),
         f"servers:    {report['servers']['count']} upstream MCP server(s) in {report['servers']['file']}",
         _skills_line(report["skills"]),
@@ -65,6 +64,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         for o in skills["overrides"]
     ]
     lines += [f"            {warning}" for warning in skills["warnings"]]
+    if "queue" in report:
+        lines.insert(6, _queue_line(report["queue"]))
     print("\n".join(lines))
     return EXIT_OK
 
@@ -82,11 +83,52 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
         "home": {"path": str(the_home.root), "exists": the_home.root.is_dir()},
         "isolation": {**isolation.as_dict(), "summary": isolation.summary()},
         "files": {**roots.as_dict(), "shown": roots.shown()},
-        "state": {"backend": "sqlite", "path": str(the_home.state_db), "exists": the_home.state_db.is_file()},
+        "state": _state(args, the_home.state_db),
         "providers": _providers(),
         "servers": _servers(the_home.servers_file),
         "skills": _skills(args),
-    }
+    } | _queue(args)
+
+
+def _queue(args: argparse.Namespace) -> dict[str, Any]:
+    """The queue of the distributed mode, checked for real (nothing when there is none)."""
+    from ._scale import backends
+
+    url = backends(args).queue
+    if not url:
+        return {}
+    from pipelines.state import check_queue
+
+    return {"queue": check_queue(url)}
+
+
+def _state(args: argparse.Namespace, db: Any) -> dict[str, Any]:
+    """The state backend: the home's state.sqlite, or the PostgreSQL database checked for real."""
+    from ._scale import backends
+
+    chosen = backends(args)
+    if not chosen.state:
+        return {"backend": "sqlite", "path": str(db), "exists": db.is_file()}
+    from pipelines.state import check_state
+
+    return {"backend": "postgresql", **check_state(chosen.state)}
+
+
+def _state_line(state: dict[str, Any]) -> str:
+    if state["backend"] == "sqlite":
+        return f"state:      sqlite {state['path']}" + ("" if state["exists"] else " (no runs yet)")
+    return "state:      postgresql " + _checked(state)
+
+
+def _queue_line(queue: dict[str, Any]) -> str:
+    return "queue:      redis " + _checked(queue)
+
+
+def _checked(found: dict[str, Any]) -> str:
+    if found["ok"]:
+        return f"{found['url']} ({found['server']}" + (f", schema {found['schema']})" if "schema" in found else ")")
+    hint = f" (hint: {found['hint']})" if found.get("hint") else ""
+    return f"{found['url']} UNREACHABLE: {found['error']}{hint}"
 
 
 def _skills(args: argparse.Namespace) -> dict[str, Any]:
@@ -95,7 +137,9 @@ def _skills(args: argparse.Namespace) -> dict[str, Any]:
 
     from ._common import server
 
-    catalog = server(args).catalog
+    # The skills as this machine has them (the shared state's pipelines are not read: a
+    # database that does not answer is reported under `state`, not as a crash here).
+    catalog = server(argparse.Namespace(**{**vars(args), "state": "", "queue": ""})).catalog
     problems = catalog.problems()
     return {
         "published": len(catalog),

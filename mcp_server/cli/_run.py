@@ -47,7 +47,7 @@ the step-through gate (`--step`) or None."""
 def add_parsers(sub: Any, parents: Parents) -> None:
     run = sub.add_parser(
         "run",
-        parents=[parents.common, parents.skills, parents.json, parents.servers],
+        parents=[parents.common, parents.skills, parents.json, parents.servers, parents.scale],
         help="run a pipeline, with a live progress display",
         description="Run a published pipeline (by id) or a pipeline YAML file (verified first). VALUEs are "
         "parsed as JSON when they parse, else taken as strings. Exit status: 0 success, 1 the pipeline "
@@ -206,8 +206,15 @@ def drive(
         from ._step import TerminalGate
 
         gate = TerminalGate(display)
+
+    async def start_and_close(ctx: SkillContext, gate: StepGate | None) -> dict[str, Any]:
+        try:
+            return await start(ctx, gate)
+        finally:
+            await service.aclose()  # the queue's connections (distributed mode), in this event loop
+
     with display:
-        result, failure, signum = anyio.run(_supervise, start, ctx, gate)
+        result, failure, signum = anyio.run(_supervise, start_and_close, ctx, gate)
         if result is not None:
             display.succeeded()
     # The run's objects die with the process: without this, the interpreter's last collection of

@@ -34,18 +34,19 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     common, json_opt = parents.common, parents.json
     runs = sub.add_parser("runs", parents=[common], help="run history: list, show, resume or prune runs")
     actions = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", parents=[common, json_opt], help="recent runs, newest first")
+    scale = parents.scale
+    listing = actions.add_parser("list", parents=[common, json_opt, scale], help="recent runs, newest first")
     listing.add_argument("--pipeline", metavar="ID", help="only the runs of this pipeline")
     listing.add_argument("--limit", metavar="N", type=positive_int, default=20, help="at most N runs (default: 20)")
     listing.set_defaults(handler=_list)
     show = actions.add_parser(
-        "show", parents=[common, json_opt], help="one run: status, inputs, result or error, artifacts"
+        "show", parents=[common, json_opt, scale], help="one run: status, inputs, result or error, artifacts"
     )
     show.add_argument("run", metavar="RUN", help="a run id (or a unique prefix of one)")
     show.set_defaults(handler=_show)
     resume = actions.add_parser(
         "resume",
-        parents=[common, parents.skills, json_opt, parents.servers],
+        parents=[common, parents.skills, json_opt, parents.servers, scale],
         help="continue a failed, cancelled, interrupted or stopped run",
         description="Continue a run without re-running its finished steps, with the same progress display and "
         "exit status as `orchestrator run`.",
@@ -58,7 +59,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     resume.set_defaults(handler=_resume)
     prune = actions.add_parser(
         "prune",
-        parents=[common, json_opt],
+        parents=[common, json_opt, scale],
         help="free the space of checkpoints no resume needs; forget old runs",
         description="Delete the checkpoints that no resume needs (those of succeeded runs, and of runs no longer "
         "recorded) and compact state.sqlite. With --older-than, also forget every run that started longer ago "
@@ -76,9 +77,17 @@ def add_parsers(sub: Any, parents: Parents) -> None:
 
 
 def _store(args: argparse.Namespace) -> RunStore | None:
-    """The run history of the home, or None when nothing ever ran there (nothing is created)."""
+    """The run history (the shared state's with --state), or None when nothing ever ran in the home."""
     from pipelines.runs import RunStore
 
+    from ._scale import backends
+
+    state = backends(args).state
+    if state:
+        from pipelines._pg import postgres
+        from pipelines._pgruns import PgRunStore
+
+        return PgRunStore(postgres(state))
     db = home(args).state_db
     return RunStore(db) if db.is_file() else None
 
@@ -128,12 +137,24 @@ def _artifact_files(record: RunRecord) -> list[str]:
 
 def _tasks(args: argparse.Namespace) -> list[TaskRecord]:
     """The MCP tasks on record (clients' long calls), newest first; none when nothing ran here."""
-    db = home(args).state_db
-    if not db.is_file() or (getattr(args, "pipeline", None)):
-        return []
-    from mcp_server.tasks import SqliteTaskStore
+    from mcp_server.tasks import SqliteTaskStore, TaskStore
 
-    store = SqliteTaskStore(db)
+    from ._scale import backends
+
+    if getattr(args, "pipeline", None):
+        return []
+    state, db = backends(args).state, home(args).state_db
+    store: TaskStore
+    if state:
+        from pipelines._pg import postgres
+
+        from ..tasks._postgres import PostgresTaskStore
+
+        store = PostgresTaskStore(postgres(state))
+    elif db.is_file():
+        store = SqliteTaskStore(db)
+    else:
+        return []
     orphans = {t.task_id for t in store.orphans()}
     found = store.list(args.limit)
     # A task whose server process is gone shows as interrupted (the server reports it failed when it next starts).
@@ -221,8 +242,9 @@ def _show(args: argparse.Namespace) -> int:
     finally:
         _tell(store)
     files = _artifact_files(record)
+    workers = store.workers(record.run_id) if hasattr(store, "workers") else {}  # the distributed mode
     if args.json:
-        print_json(_record_json(record) | {"artifact_files": files})
+        print_json(_record_json(record) | {"artifact_files": files} | ({"workers": workers} if workers else {}))
         return EXIT_OK
     took = _duration(record)
     rows: list[tuple[str, Any]] = [
@@ -234,6 +256,7 @@ def _show(args: argparse.Namespace) -> int:
         ("started", _when(record.started)),
         ("ended", f"{_when(record.ended)} ({took:.1f}s)" if took is not None else None),
         ("failed step", record.failed_step),
+        ("workers", ", ".join(f"{name} ran {n} item(s)" for name, n in workers.items()) or None),
         ("error", record.error if record.status != "succeeded" else None),
     ]
     for label, value in rows:

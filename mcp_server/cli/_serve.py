@@ -35,7 +35,7 @@ STDIO_STOP_GRACE = 2.0
 def add_parsers(sub: Any, parents: Parents) -> None:
     serve = sub.add_parser(
         "serve",
-        parents=[parents.common, parents.skills],
+        parents=[parents.common, parents.skills, parents.scale],
         help="serve every skill and pipeline as an MCP tool",
         description="Serve the catalogue over stdio (default) or streamable HTTP, with live "
         "reload of the skill and pipeline folders.",

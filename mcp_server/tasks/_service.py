@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 from mcp_types import CallToolResult
 
+from pipelines._owner import Heartbeat
 from skills import SkillContext
 from skills.base import LogFn, ProgressFn
 from skills.errors import LimitExceededError
@@ -68,6 +69,8 @@ class TaskService:
         self.done: dict[str, TaskRecord] = {}
         """Records of tasks that finished here, until their store write is surely done."""
         self._recovered = False
+        # Replicas on other machines tell a live task from an orphan by its heartbeat.
+        self._heartbeat = Heartbeat(lambda task_ids: store.beat(list(task_ids)))
         self._written: dict[str, float] = {}
         self._dirty: dict[str, TaskRecord] = {}
         self._flushing: dict[str, anyio.Event] = {}
@@ -148,6 +151,7 @@ class TaskService:
         self.tasks[record.task_id] = execution
         self.records[record.task_id] = record
         execution.listeners.append(lambda e: self._changed(record.task_id, e))
+        self._heartbeat.add(record.task_id)
         async with bound():
             self.host.start(execution, target.body(arguments, ctx))
         log.info("task %s: %s started for %s", record.task_id[:8], target.name, client or requester)
@@ -220,6 +224,7 @@ class TaskService:
                 update = record.with_(status="cancelled", status_message=f"{why}{how}", run_id=run)
             self.tasks.pop(task_id, None)
             self.records.pop(task_id, None)
+            self._heartbeat.remove(task_id)
         else:
             update = self._live(record, execution)
             if update.status == record.status and now - self._written.get(task_id, 0.0) < PROGRESS_WRITE_EVERY:

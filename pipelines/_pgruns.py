@@ -1,0 +1,173 @@
+"""The run history in PostgreSQL, and the results of loop items that workers ran.
+
+`PgRunStore` is `RunStore` on the shared database: the same table and statements (see `_pg`),
+plus what the distributed mode needs. A run keeps the YAML it was started with (`source`), so a
+worker on another machine runs exactly that pipeline; a run handed to the workers is `queued`
+until one takes it. The results of a parallel `for`'s items are kept per item (`item`,
+`put_item`) by whichever worker ran them: a run resumed after its worker died takes the items
+that finished from here instead of running them again, and `workers` says who ran how many.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ._owner import Owner
+from ._pg import Connection, Postgres
+from .runs import _COLUMNS, RunStore
+
+__all__ = ["PgRunStore"]
+
+T = TypeVar("T")
+
+_CHECKPOINT_TABLES = ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
+
+
+class PgRunStore(RunStore):
+    """Run history and item results in PostgreSQL (shared by every replica and worker)."""
+
+    def __init__(self, pg: Postgres) -> None:
+        super().__init__(Path(pg.shown))
+        self.pg = pg
+
+    def _do(self, work: Callable[[Any], T]) -> T:  # type: ignore[override]
+        with self.pg.connect() as conn:
+            return work(conn)
+
+    def ensure(self) -> None:
+        self.pg.migrate()
+
+    def start(  # type: ignore[override]
+        self,
+        run_id: str,
+        pipeline: str,
+        file: str | None,
+        inputs: dict[str, Any],
+        artifacts: Path,
+        *,
+        source: str | None = None,
+        queued: bool = False,
+    ) -> None:
+        """Record a new run: running here, or `queued` for a worker (no owner until one takes it)."""
+        me = Owner.current()
+        owner = (None, None, None, None) if queued else (me.host, me.boot, me.pid, me.started)
+        now = time.time()
+        self._do(
+            lambda conn: conn.execute(
+                f"INSERT INTO orchestrator_runs ({_COLUMNS}, source) VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL,"
+                " ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
+                " result=NULL, error=NULL, failed_step=NULL, owner_host=EXCLUDED.owner_host,"
+                " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
+                " owner_started=EXCLUDED.owner_started, heartbeat=EXCLUDED.heartbeat,"
+                " source=COALESCE(EXCLUDED.source, orchestrator_runs.source)",
+                (
+                    run_id,
+                    pipeline,
+                    file,
+                    "queued" if queued else "running",
+                    now,
+                    json.dumps(inputs, default=str),
+                    str(artifacts),
+                    *owner,
+                    now,
+                    source,
+                ),
+            )
+        )
+
+    def queue(self, run_id: str) -> None:
+        """Hand a stopped run back to the workers (resume): `queued`, no owner."""
+        self._do(
+            lambda conn: conn.execute(
+                "UPDATE orchestrator_runs SET status='queued', ended=NULL, error=NULL, failed_step=NULL,"
+                " owner_host=NULL, owner_boot=NULL, owner_pid=NULL, owner_started=NULL WHERE run_id=?",
+                (run_id,),
+            )
+        )
+
+    def source(self, run_id: str) -> str | None:
+        row = self._do(
+            lambda conn: conn.execute("SELECT source FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+        )
+        return None if row is None else row[0]
+
+    # -- loop items ------------------------------------------------------------------------------
+    def item(self, run_id: str, step_id: str, index: int) -> dict[str, Any] | None:
+        """The recorded result of one item of a parallel loop (None: it has not finished)."""
+        row = self._do(
+            lambda conn: conn.execute(
+                "SELECT entry FROM orchestrator_items WHERE run_id=? AND step_id=? AND idx=?", (run_id, step_id, index)
+            ).fetchone()
+        )
+        return None if row is None else json.loads(row[0])
+
+    def put_item(self, run_id: str, step_id: str, index: int, entry: dict[str, Any], worker: str) -> bool:
+        """Record an item's result; False when it was recorded already (the first one stays)."""
+        cursor = self._do(
+            lambda conn: conn.execute(
+                "INSERT INTO orchestrator_items (run_id, step_id, idx, entry, worker, finished)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (run_id, step_id, index, json.dumps(entry, default=str), worker, time.time()),
+            )
+        )
+        return bool(cursor.rowcount)
+
+    def workers(self, run_id: str) -> dict[str, int]:
+        """How many loop items each worker ran for this run (empty: none ran on a worker)."""
+
+        def read(conn: Connection) -> dict[str, int]:
+            row = conn.execute("SELECT workers FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is not None and row[0]:
+                return dict(json.loads(row[0]))
+            return _live_workers(conn, run_id)
+
+        return self._do(read)
+
+    def forget_items(self, run_id: str) -> None:
+        """A succeeded run needs its items' results no more (its result is in the history); who ran
+        how many is kept with the run."""
+
+        def forget(conn: Connection) -> None:
+            counts = _live_workers(conn, run_id)
+            if counts:
+                conn.execute("UPDATE orchestrator_runs SET workers=? WHERE run_id=?", (json.dumps(counts), run_id))
+            conn.execute("DELETE FROM orchestrator_items WHERE run_id=?", (run_id,))
+
+        self._do(forget)
+
+    # -- pruning (`RunStore.prune` on the shared tables) --------------------------------------------
+    def _checkpointed(self, conn: Any) -> set[str]:
+        return {row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall()} | {
+            row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoint_writes").fetchall()
+        }
+
+    def _drop(self, conn: Any, threads: list[str], runs: list[str]) -> None:
+        for table in _CHECKPOINT_TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE thread_id = ANY(?)", (threads,))
+        conn.execute("DELETE FROM orchestrator_items WHERE run_id = ANY(?)", (threads + runs,))
+        conn.execute("DELETE FROM orchestrator_runs WHERE run_id = ANY(?)", (runs,))
+
+    def _bytes(self) -> int:
+        return self._do(_size)
+
+    def _compact(self) -> None:
+        """Nothing: PostgreSQL reclaims the space by itself (autovacuum)."""
+
+
+def _live_workers(conn: Connection, run_id: str) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT worker, count(*) FROM orchestrator_items WHERE run_id=? GROUP BY worker ORDER BY worker", (run_id,)
+    ).fetchall()
+    return {worker: int(count) for worker, count in rows}
+
+
+def _size(conn: Connection) -> int:
+    tables = ("orchestrator_runs", "orchestrator_items", *_CHECKPOINT_TABLES)
+    row = conn.execute(
+        "SELECT COALESCE(sum(pg_total_relation_size(t::regclass)), 0) FROM unnest(?::text[]) AS t", (list(tables),)
+    ).fetchone()
+    return int(row[0])

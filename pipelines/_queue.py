@@ -1,0 +1,226 @@
+"""Runs and loop items handed to workers through Docket on Redis (`--queue redis://...`).
+
+Two dockets, so that waiting never starves working: `orchestrator-runs` carries whole runs (a
+worker drives the run's graph and mostly waits), `orchestrator-items` carries the items of
+parallel loops (a worker runs the skill). A worker takes at most `--concurrency` items at once,
+however many runs it drives.
+
+What the engine gives: a task a worker took is leased, and a worker that dies (`kill -9`, a lost
+machine) stops renewing its leases, so another worker is handed the task after the redelivery
+timeout. A run handed again resumes from its checkpoint (finished steps are not run again); an
+item whose result was recorded (`PgRunStore.put_item`) is not run again either, and an item key
+names one item of one run, so the same item is never queued twice at once.
+
+Outcomes cross the queue as plain data (`Outcome`), never as pickled exceptions: a failure keeps
+its envelope (type, message, hint, where), and the caller raises it as the same kind of error.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Literal, TypedDict
+
+import anyio
+from docket import CurrentWorker, Docket, ExecutionCancelled, ExecutionState, Progress
+
+from skills import SkillCancelledError, SkillRunError, SkillsError
+
+from .errors import PipelineError, RunLimitError, RunLimitExceeded, StepFailed
+
+__all__ = [
+    "ITEMS",
+    "RUNS",
+    "Outcome",
+    "Queue",
+    "failure",
+    "orchestrator_item",
+    "orchestrator_run",
+    "pooled",
+    "raise_outcome",
+]
+
+log = logging.getLogger("pipelines.queue")
+
+RUNS = "orchestrator-runs"
+ITEMS = "orchestrator-items"
+IN_FLIGHT = 64
+"""Loop items one process waits for at once: each wait holds a Redis connection (pub/sub) of a
+pool of `POOL` (a run with `max_parallel: 1000` would exhaust it). More than the workers can run
+at once gains nothing."""
+POOL = 512
+"""Redis connections per docket and process (redis-py's default, 100, caps the runs a replica
+waits for)."""
+
+
+def pooled(url: str) -> str:
+    """`url` with a connection pool of `POOL` unless it names its own `max_connections`."""
+    if "max_connections=" in url:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}max_connections={POOL}"
+
+
+class Outcome(TypedDict, total=False):
+    """What a run or an item task hands back."""
+
+    status: Literal["succeeded", "failed", "cancelled", "done"]
+    result: dict[str, Any]
+    """A run's result (succeeded)."""
+    error: dict[str, Any]
+    """The failure: `type`, `message`, `hint`, `where`, `retryable`, and `limit` or `step` when known."""
+
+
+def failure(exc: BaseException) -> Outcome:
+    """An error as plain data for the queue (see `raise_outcome`)."""
+    error: dict[str, Any] = {"type": "skill_failed", "message": str(exc), "hint": "", "where": ""}
+    if isinstance(exc, SkillsError):
+        error.update(type=exc.error_type, message=exc.message, hint=exc.hint, where=exc.where, retryable=exc.retryable)
+    elif isinstance(exc, PipelineError):
+        error.update(message=exc.message, hint=exc.hint)
+    if isinstance(exc, RunLimitExceeded | RunLimitError):
+        error["limit"] = exc.limit
+    if isinstance(exc, StepFailed):
+        error["step"] = exc.step_id
+    status: Literal["failed", "cancelled"] = "cancelled" if error["type"] == "cancelled" else "failed"
+    return {"status": status, "error": error}
+
+
+def raise_outcome(outcome: Outcome, *, item: bool = False) -> None:
+    """Raise the error an outcome carries, as the kind of error it was where it happened."""
+    error = outcome.get("error") or {"message": f"the worker answered {outcome.get('status')!r}"}
+    message, hint, where = error.get("message", ""), error.get("hint", ""), error.get("where", "")
+    if item:  # inside the run that waits for the item: the step failed (or hit a limit)
+        if error.get("limit"):
+            raise RunLimitExceeded(message, limit=error["limit"], hint=hint, step_id=error.get("step") or "")
+        raise StepFailed(message, hint=hint, step_id=error.get("step"))
+    if error.get("limit"):
+        raise RunLimitError(message, limit=error["limit"], hint=hint, where=where)
+    kind = SkillCancelledError if error.get("type") == "cancelled" else SkillRunError
+    exc = kind(message, hint=hint, where=where)
+    if error.get("type") in ("timeout", "not_connected") and kind is SkillRunError:
+        exc.error_type, exc.retryable = error["type"], bool(error.get("retryable"))
+    raise exc
+
+
+# -- the tasks (run by `orchestrator worker`; the names are what the queue carries) ---------------
+def _host(worker: Any) -> Any:
+    host = getattr(worker, "orchestrator", None)
+    if host is None:
+        raise RuntimeError("this task runs in `orchestrator worker` only")
+    return host
+
+
+# Docket's dependencies are declared as defaults (its idiom): the worker fills them in per call.
+async def orchestrator_run(
+    run_id: str,
+    *,
+    worker: Any = CurrentWorker(),  # noqa: B008
+    progress: Any = Progress(),  # noqa: B008
+) -> Outcome:
+    """Drive one run (start it, or resume it from its checkpoint) on this worker."""
+    return await _host(worker).run(run_id, progress)  # type: ignore[no-any-return]
+
+
+async def orchestrator_item(
+    run_id: str,
+    step_id: str,
+    payload: dict[str, Any],
+    *,
+    worker: Any = CurrentWorker(),  # noqa: B008
+) -> Outcome:
+    """Run one item of a parallel loop on this worker and record its result."""
+    return await _host(worker).item(run_id, step_id, payload)  # type: ignore[no-any-return]
+
+
+# -- the side that hands work out -------------------------------------------------------------------
+class Queue:
+    """The dockets of one Redis URL, opened on first use in the running event loop."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._open: tuple[Any, dict[str, Docket], AsyncExitStack] | None = None
+        self._lock = anyio.Lock()
+        self._in_flight = anyio.CapacityLimiter(IN_FLIGHT)
+
+    async def docket(self, name: str) -> Docket:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            if self._open is None or self._open[0] is not loop:
+                stack = AsyncExitStack()
+                dockets = {
+                    n: await stack.enter_async_context(Docket(name=n, url=pooled(self.url))) for n in (RUNS, ITEMS)
+                }
+                dockets[RUNS].register(orchestrator_run)
+                dockets[ITEMS].register(orchestrator_item)
+                self._open = (loop, dockets, stack)
+            return self._open[1][name]
+
+    async def aclose(self) -> None:
+        opened, self._open = self._open, None
+        if opened is not None:
+            with anyio.CancelScope(shield=True):
+                await opened[2].aclose()
+
+    async def run(self, run_id: str, progress: Callable[[float, float | None, str | None], Awaitable[None]]) -> Outcome:
+        """Hand a run to the workers and wait for its outcome, passing its progress on.
+
+        Cancelled (the caller gave up): the run's task is cancelled too, and the worker records
+        the run as cancelled (resumable).
+        """
+        runs = await self.docket(RUNS)
+        key = f"run:{run_id}:{uuid.uuid4().hex[:8]}"
+        execution = await runs.add(orchestrator_run, key=key)(run_id)
+        try:
+            async for event in execution.subscribe():
+                if event["type"] == "progress" and event.get("current") is not None:
+                    total = event.get("total")
+                    await progress(float(event["current"]), float(total) if total else None, event.get("message"))
+                elif event["type"] == "state" and event["state"] in (
+                    ExecutionState.COMPLETED,
+                    ExecutionState.FAILED,
+                    ExecutionState.CANCELLED,
+                ):
+                    break
+            return await _result(execution)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await runs.cancel(key)
+            raise
+
+    async def item(self, run_id: str, step_id: str, payload: dict[str, Any]) -> Outcome:
+        """Hand one loop item to the workers (once: its key names it) and wait for its outcome."""
+        items = await self.docket(ITEMS)
+        key = f"item:{run_id}:{step_id}:{payload['index']}"
+        async with self._in_flight:
+            execution = await items.add(orchestrator_item, key=key)(run_id, step_id, payload)
+            try:
+                return await _result(execution)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await items.cancel(key)
+                raise
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Queue]:
+        """Closed when left (a command that runs one pipeline)."""
+        try:
+            yield self
+        finally:
+            await self.aclose()
+
+
+async def _result(execution: Any) -> Outcome:
+    try:
+        outcome = await execution.get_result()
+    except ExecutionCancelled:
+        return {"status": "cancelled", "error": {"type": "cancelled", "message": "cancelled", "hint": ""}}
+    except Exception as exc:  # why: a task that raised (a bug or a lost worker); its text is the failure
+        log.warning("queued task %s failed: %s", execution.key, exc)
+        return {"status": "failed", "error": {"type": "skill_failed", "message": str(exc), "hint": ""}}
+    if not isinstance(outcome, dict):
+        return {"status": "failed", "error": {"type": "skill_failed", "message": "a worker answered nothing"}}
+    return outcome  # type: ignore[return-value]

@@ -1,0 +1,236 @@
+"""`orchestrator worker`: runs and loop items taken from the queue (the distributed mode).
+
+A worker is a process with its own Catalog (the same skills as the servers: the same folders, or
+an image built with them), the shared state (PostgreSQL) and the queue (Docket on Redis). It
+takes two kinds of task (see `_queue`):
+
+- a run: it drives the run's graph here, from the YAML the run recorded, starting it or resuming
+  it from its checkpoint (a run handed again after its worker died resumes where that worker
+  stopped); the items of its parallel loops go back to the queue, so every worker runs some;
+- an item: it runs one item of a parallel loop and records its result in the shared state
+  (`PgRunStore.put_item`), unless it was recorded already.
+
+Everything a run or an item does inside (a pipeline called as a step, the loops of an item) runs
+here, in the same worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from skills import SkillContext, SkillsError
+from skills.budget import RunBudget
+
+from ._loops import run_item
+from ._owner import Owner
+from ._queue import ITEMS, RUNS, Outcome, failure, orchestrator_item, orchestrator_run, pooled, raise_outcome
+from .errors import PipelineError, StepFailed
+from .runtime import RunContext
+from .service import HERE_KEY, ITEM_KEY, PipelineService
+from .spec import StepSpec
+
+if TYPE_CHECKING:
+    from ._pgruns import PgRunStore
+    from .runs import RunRecord
+    from .source import PipelineSkill
+
+__all__ = ["WorkerHost"]
+
+log = logging.getLogger("pipelines.worker")
+
+RUN_SLOTS = 64
+CHECK_EVERY = timedelta(milliseconds=25)
+"""How soon a worker whose item slots were all busy looks again (Docket's default, 250 ms, left a
+freed slot idle for longer than a short item takes)."""
+"""Runs one worker drives at once (a run mostly waits for its items, which the items' slots bound)."""
+
+
+class WorkerHost:
+    """The tasks of one worker process, on one `PipelineService` in the distributed mode."""
+
+    def __init__(
+        self,
+        service: PipelineService,
+        make_ctx: Callable[[str, str], SkillContext],
+        *,
+        name: str | None = None,
+        concurrency: int = 8,
+        redelivery_timeout: float = 30.0,
+    ) -> None:
+        if service.queue is None or not service.backends.state:
+            raise PipelineError("a worker needs the shared state and the queue", hint="give --state and --queue")
+        self.service = service
+        self.store: PgRunStore = service.store  # type: ignore[assignment]
+        self.make_ctx = make_ctx
+        """A fresh skill context for (pipeline, run id): models, allowed roots, the Catalog."""
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.concurrency = concurrency
+        self.redelivery_timeout = redelivery_timeout
+        self._skills: dict[str, PipelineSkill] = {}
+        service.dispatch = self.dispatch
+
+    async def serve(self, ready: Callable[[], None] | None = None) -> None:
+        """Take tasks from both dockets until cancelled."""
+        from docket import Docket, Worker
+
+        url = self.service.backends.queue
+        assert url is not None
+        lease = timedelta(seconds=self.redelivery_timeout)
+        async with Docket(name=RUNS, url=pooled(url)) as runs, Docket(name=ITEMS, url=pooled(url)) as items:
+            runs.register(orchestrator_run)
+            items.register(orchestrator_item)
+            slots = self.concurrency
+            async with (
+                Worker(runs, name=f"{self.name}/runs", concurrency=RUN_SLOTS, redelivery_timeout=lease) as driver,
+                Worker(
+                    items,
+                    name=f"{self.name}/items",
+                    concurrency=slots,
+                    redelivery_timeout=lease,
+                    minimum_check_interval=CHECK_EVERY,
+                ) as doer,
+            ):
+                driver.orchestrator = doer.orchestrator = self  # type: ignore[attr-defined]
+                if ready is not None:
+                    ready()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(driver.run_forever)
+                    tg.start_soon(doer.run_forever)
+
+    # -- runs --------------------------------------------------------------------------------------
+    async def run(self, run_id: str, progress: Any) -> Outcome:
+        """Drive a run here: start it, or resume it from its checkpoint."""
+        record = await self._io(self.store.get, run_id)
+        if record is None:
+            return failure(PipelineError(f"no run '{run_id}' in the shared state", hint="start a new run"))
+        while record.status == "running" and record.owner != _me():  # handed again while its driver lives
+            log.info("run %s is still driven by %s; waiting for it to end or die", run_id, record.owner)
+            await anyio.sleep(max(1.0, self.redelivery_timeout / 4))
+            record = await self._io(self.store.get, run_id)
+            assert record is not None
+        if record.status == "succeeded":
+            return {"status": "succeeded", "result": record.result or {}}
+        try:
+            skill = await self._skill(record)
+            resume = await self.service.has_checkpoint(run_id)
+            await self._io(self.store.resumed, run_id)  # running, in this process
+            ctx = self._context(record.pipeline, run_id)
+            ctx.progress_fn = _Progress(progress).report
+            log.info("%s run %s of %s", "resuming" if resume else "starting", run_id, record.pipeline)
+            result = await self.service._drive(skill, record.inputs, ctx, run_id, resume=resume)
+        except Exception as exc:  # why: every failure goes back to the caller as its envelope
+            if not isinstance(exc, PipelineError | SkillsError):
+                log.exception("run %s stopped by an unexpected error", run_id)
+            return failure(exc)
+        return {"status": "succeeded", "result": result}
+
+    # -- items -------------------------------------------------------------------------------------
+    async def dispatch(self, run_id: str, step: StepSpec, payload: dict[str, Any]) -> dict[str, Any]:
+        """The coordinator's side of one item: its recorded result, or the queue runs it first."""
+        index = payload["index"]
+        update = await self._io(self.store.item, run_id, step.id, index)
+        if update is None:
+            assert self.service.queue is not None
+            outcome = await self.service.queue.item(run_id, step.id, payload)
+            if outcome.get("status") != "done":
+                raise_outcome(outcome, item=True)
+            update = await self._io(self.store.item, run_id, step.id, index)
+            if update is None:
+                raise StepFailed(f"step '{step.id}': item {index + 1} finished but left no result", step_id=step.id)
+        return update
+
+    async def item(self, run_id: str, step_id: str, payload: dict[str, Any]) -> Outcome:
+        """Run one loop item here and record its result (nothing to do when it was recorded already)."""
+        index = payload["index"]
+        if await self._io(self.store.item, run_id, step_id, index) is not None:
+            return {"status": "done"}
+        try:
+            record = await self._io(self.store.get, run_id)
+            if record is None:
+                raise PipelineError(f"no run '{run_id}' in the shared state")
+            skill = await self._skill(record)
+            compiled = skill.compiled()
+            step = next((s for s in skill.spec.walk() if s.id == step_id), None)
+            if step is None:
+                raise PipelineError(f"pipeline {record.pipeline} has no step '{step_id}'")
+            ctx = self._context(record.pipeline, run_id)
+            ctx.extras[ITEM_KEY] = True
+            run = RunContext(
+                catalog=self.service.catalog,
+                spec=skill.spec,
+                run_id=run_id,
+                skill_ctx=ctx,
+                artifact_dir=self.service.artifact_dir(record.pipeline, run_id),
+                budget=(budget := self.service.budget(skill, ctx)),
+                agents=RunBudget.of(budget.limits),  # the run's agent limits, counted per item here
+            )
+            update = await run_item(run, step, compiled.bodies.get(step_id), compiled.state_vars, payload)
+        except Exception as exc:  # why: the run that waits reports the failure as the step's
+            if not isinstance(exc, PipelineError | SkillsError):
+                log.exception("item %d of step %s (run %s) failed unexpectedly", index + 1, step_id, run_id)
+            outcome = failure(exc)
+            outcome["error"].setdefault("step", step_id)
+            return outcome
+        await self._io(self.store.put_item, run_id, step_id, index, update, self.name)
+        return {"status": "done"}
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _context(self, pipeline: str, run_id: str) -> SkillContext:
+        ctx = self.make_ctx(pipeline, run_id)
+        ctx.extras[HERE_KEY] = True  # what this run calls runs here, not through the queue again
+        return ctx
+
+    async def _skill(self, record: RunRecord) -> PipelineSkill:
+        """The run's pipeline, from the YAML it recorded (verified and compiled once per text)."""
+        source = await self._io(self.store.source, record.run_id)
+        if source is None:
+            return self.service.pipeline(record.pipeline)
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        skill = self._skills.get(digest)
+        if skill is None:
+            file = Path(record.file or f"{record.pipeline}.yaml")
+            skill = await anyio.to_thread.run_sync(self.service.skill_from_text, source, file)
+            if len(self._skills) > 64:
+                self._skills.clear()
+            self._skills[digest] = skill
+        return skill
+
+    @staticmethod
+    async def _io(fn: Any, *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+
+class _Progress:
+    """A run's progress as Docket's (whole numbers; the caller's replica passes it to its client)."""
+
+    def __init__(self, progress: Any) -> None:
+        self._progress = progress
+        self._total: int | None = None
+        self._done = 0
+        self._message: str | None = None
+
+    async def report(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        if total is not None and int(total) != self._total:
+            self._total = int(total)
+            await self._progress.set_total(max(self._total, 1))
+        if message != self._message:
+            self._message = message
+            await self._progress.set_message(message)
+        if int(done) > self._done:
+            await self._progress.increment(int(done) - self._done)
+            self._done = int(done)
+
+
+def _me() -> str:
+    me = Owner.current()
+    return f"{me.host}:{me.pid}"

@@ -1,0 +1,137 @@
+"""Runs and loop items handed to `orchestrator worker` processes through Docket on real Redis, with
+their state in real PostgreSQL (`--state`, `--queue`).
+
+Two workers (real subprocesses, each its own home: they share only the database, the queue and
+the skills folder) take the run and the items of its parallel `for`; one killed with SIGKILL
+mid-run leaves the run to the other, which resumes it from its checkpoint without running a
+recorded item again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import _scale
+import pytest
+from _scale import ORCHESTRATOR, Workers, _env, _until, two_workers
+from helpers import run_cli, write_skill
+
+postgres_server, pg_url, redis_url = _scale.postgres_server, _scale.pg_url, _scale.redis_url  # real servers
+
+
+MANY = """
+id: many
+inputs: {log: {type: string}, count: {type: integer}}
+steps:
+  - id: each
+    for: {items: "{{ range(count) | list }}", variable: n, parallel: true, max_parallel: 64}
+    skill: tick
+    parameters: {log: "{{ log }}", n: "{{ n }}", pause: 0}
+outputs: {ticked: "{{ each | length }}", last: "{{ (each | last).n }}"}
+"""
+
+SLOW = MANY.replace("id: many", "id: slow").replace("pause: 0", "pause: 0.4")
+
+
+@pytest.fixture
+def tick(tmp_path: Path) -> Path:
+    """`tick`: logs `start N`, pauses, logs `done N` (a python skill, in a worker process)."""
+    root = tmp_path / "skills"
+    write_skill(
+        root,
+        "tick",
+        contract={"inputs": {"type": "object"}, "run": {"python": "impl:tick"}},
+        impl="import time\n\ndef tick(log, n, pause):\n"
+        "    with open(log, 'a') as f:\n        f.write(f'start {n}\\n')\n"
+        "    time.sleep(pause)\n"
+        "    with open(log, 'a') as f:\n        f.write(f'done {n}\\n')\n"
+        "    return {'n': n}\n",
+    )
+    return root
+
+
+@pytest.fixture
+def workers(tmp_path: Path, tick: Path, pg_url: str, redis_url: str) -> Iterator[Workers]:
+    with two_workers(tmp_path, tick, pg_url, redis_url) as group:
+        yield group
+
+
+def _lines(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_thousand_items_of_a_parallel_for_run_on_both_workers(tmp_path: Path, workers: Workers) -> None:
+    pipeline, log = tmp_path / "many.yaml", tmp_path / "ticks.log"
+    pipeline.write_text(MANY)
+    flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
+    here = _env(tmp_path / "client")  # the starting machine runs nothing itself
+    ran = run_cli(
+        "run",
+        str(pipeline),
+        "--input",
+        f"log={log}",
+        "--input",
+        "count=1000",
+        *flags,
+        env=here,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert ran.code == 0, ran.err
+    result = ran.json()
+    assert result["ticked"] == 1000 and result["last"] == 999
+    done = Counter(line for line in _lines(log) if line.startswith("done"))
+    assert len(done) == 1000 and set(done.values()) == {1}  # every item once
+    shown = run_cli("runs", "show", result["run_id"], "--state", workers.state, "--json", env=here, cwd=tmp_path).json()
+    assert shown["status"] == "succeeded"
+    assert set(shown["workers"]) == {"w1", "w2"} and all(n > 0 for n in shown["workers"].values())
+    assert sum(shown["workers"].values()) == 1000
+
+
+def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_finished_items(
+    tmp_path: Path, workers: Workers
+) -> None:
+    import psycopg
+
+    pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
+    pipeline.write_text(SLOW)
+    flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
+    client = subprocess.Popen(
+        [str(ORCHESTRATOR), "run", str(pipeline), "--input", f"log={log}", "--input", "count=60", *flags],
+        env=_env(tmp_path / "client"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    try:
+        _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
+        with psycopg.connect(workers.state) as conn:
+            (pid,) = conn.execute("SELECT owner_pid FROM orchestrator_runs WHERE pipeline='slow'").fetchone()  # type: ignore[misc]
+        driver = next(name for name, proc in workers.procs.items() if proc.pid == pid)
+        os.kill(pid, signal.SIGKILL)  # the worker that drives the run, mid-run
+        workers.procs[driver].wait(30)
+        with psycopg.connect(workers.state) as conn:
+            recorded = {row[0] for row in conn.execute("SELECT idx FROM orchestrator_items")}
+        assert len(recorded) >= 10
+        out, err = client.communicate(timeout=300)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert client.returncode == 0, err.decode()
+    import json
+
+    result = json.loads(out)
+    assert result["ticked"] == 60
+    starts = Counter(line for line in _lines(log) if line.startswith("start"))
+    assert all(starts[f"start {i}"] == 1 for i in recorded), "an item recorded before the kill ran again"
+    assert {f"done {i}" for i in range(60)} <= set(_lines(log))
+    here = _env(tmp_path / "client")
+    shown = run_cli("runs", "show", result["run_id"], "--state", workers.state, "--json", env=here, cwd=tmp_path).json()
+    survivor = next(name for name in workers.procs if name != driver)
+    assert shown["status"] == "succeeded" and shown["workers"].get(survivor, 0) > 0
