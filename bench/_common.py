@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -204,6 +205,21 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a live process has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def family_cpu() -> float:
+    """CPU seconds of this process and its children (the worker processes of python skills),
+    live or ended: the work a run costs, which the machine's load moves less than wall time."""
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)  # the children reaped already
+    own, total = os.getpid(), time.process_time() + ended.ru_utime + ended.ru_stime
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[1]) == own:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def rss(pid: int) -> int:

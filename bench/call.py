@@ -1,9 +1,9 @@
 """One skill tool call in-memory vs a bare `MCPServer` tool doing the same work, both eras.
 
 The skill is a python skill adding two ints with explicit schemas (sync function, so it runs
-in a worker thread like a sync `@mcp.tool()`); the reference is `@mcp.tool()` on the same
-function returning a TypedDict, so both answer with structured content checked against an
-output schema.
+in a worker process of `skills._pool`; a sync `@mcp.tool()` runs in a worker thread); the
+reference is `@mcp.tool()` on the same function returning a TypedDict, so both answer with
+structured content checked against an output schema. Beside wall time, the CPU time per call.
 
     .venv/bin/python bench/call.py [--reps N] [--profile]
 
@@ -77,10 +77,26 @@ async def measure_era(mode: str, subject: OrchestratorServer, reference: MCPServ
                 "server_subject": c.median(clocks[0].samples),
                 "server_reference": c.median(clocks[1].samples),
             }
+            out["cpu_subject"], out["cpu_reference"] = await cpu_per_call(s_call, r_call, max(100, reps // 15))
     finally:
         for server, clock in zip(servers, clocks, strict=True):
             server._lowlevel_server.middleware.remove(clock)
     return out
+
+
+async def cpu_per_call(
+    subject: Callable[[], Awaitable[object]], reference: Callable[[], Awaitable[object]], block: int
+) -> tuple[float, float]:
+    """Median CPU seconds per call (this process, client included, and the skill's worker
+    process), over blocks of `block` calls of each, alternating: load moves it less than wall time."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    for i in range(10):
+        k = i % 2
+        start = c.family_cpu()
+        for _ in range(block):
+            await (subject, reference)[k]()
+        samples[k].append((c.family_cpu() - start) / block)
+    return c.median(samples[0]), c.median(samples[1])
 
 
 async def direct_split(subject: OrchestratorServer, reference: MCPServer) -> list[tuple[str, float]]:
@@ -120,7 +136,7 @@ async def overhead_steps(subject: OrchestratorServer) -> list[tuple[str, float]]
     sync_steps: list[tuple[str, Callable[[], object]]] = [
         ("catalog.find(name)", lambda: subject.catalog.find("bench-add")),
         ("check_arguments (jsonschema iter_errors)", lambda: check_arguments(skill.name, schema, ARGS)),
-        ("skill_context (uuid4, runs_dir / id, SkillContext)", lambda: subject.skill_context(skill, None)),
+        ("skill_context (run id, SkillContext, model access)", lambda: subject.skill_context(skill, None)),
         ("is_async_entry (stat, cache hit)", lambda: is_async_entry(skill.root, "impl:add")),
         ("check_output (jsonschema, inside to_result)", lambda: check_output(skill.name, out_schema, value)),
         ("to_result (check_output + json.dumps + CallToolResult)", lambda: to_result(skill, value)),
@@ -192,6 +208,11 @@ def main(reps: int, profile: bool) -> None:
         print(
             f"ABS call[{era}] skill {c.ms(r['subject'])} bare {c.ms(r['reference'])} "
             f"(+{c.ms(r['subject'] - r['reference'])})"
+        )
+    for era, r in results.items():
+        print(
+            f"ABS call.cpu[{era}] skill {c.us(r['cpu_subject'])} bare {c.us(r['cpu_reference'])} per call "
+            f"({r['cpu_subject'] / r['cpu_reference']:.2f}x, CPU of this process, client included, and the worker)"
         )
     for era, r in results.items():
         print(c.ratio_line(f"call[{era}]", r["subject"] / r["reference"], BUDGET))

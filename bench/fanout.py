@@ -1,16 +1,17 @@
 """A 1,000-item parallel `for` vs a raw LangGraph `Send` fan-out of 1,000, same run.
 
 The pipeline is one step `for: {items: "{{ items }}", variable: n, parallel: true,
-max_parallel: 1000}` calling the python skill `bench-add` (sync, so each item runs in a worker
-thread) with `a: "{{ n }}"`, `b: 1`; the 1,000 items are a pipeline input. It runs through
-`run_pipeline` without a checkpointer and with an `AsyncSqliteSaver`. The reference is a
+max_parallel: 1000}` calling the python skill `bench-add` (sync, so each item runs in a
+worker process of `skills._pool`) with `a: "{{ n }}"`, `b: 1`; the 1,000 items are a pipeline
+input. It runs through `run_pipeline` without a checkpointer and with an `AsyncSqliteSaver`. The reference is a
 `StateGraph` whose conditional edge from START sends `Send("work", {"index": i, "item": x})`
 for every item to a sync node calling the very same function, an order-preserving fan-in
 reducer (index -> result) and a `done` node putting the results in item order, with no
 checkpointer and with its own `AsyncSqliteSaver`. `max_parallel: 16` is measured against the
 same unbounded reference (informational: the reference has no bound), and so is an `async def`
 skill against an async raw node (no thread hop on either side; informational). The SQLite
-runs also report the checkpoint bytes each run writes.
+runs also report the checkpoint bytes each run writes; the runs without a checkpointer, the CPU
+time of a run (the server process and its worker processes, against the raw graph's process).
 
     .venv/bin/python bench/fanout.py [--items N] [--reps N] [--reps-sqlite N] [--profile]
 
@@ -165,11 +166,26 @@ async def measure(bench: Bench, reps: dict[str, int]) -> dict[str, dict[str, flo
             samples = await c.rotate(runs, reps[label], collect_every=1)
             row = {"ref": c.median(samples[0])}
             row.update({f"mp{mp}": c.median(t) for mp, t in zip(BOUNDS, samples[1:], strict=True)})
+            if label == "none":  # CPU of each run (workers included), alternating: load moves it less
+                row["cpu_ref"], row["cpu_subject"] = await cpu_per_run(runs[0], runs[1], max(2, reps[label] // 2))
             if label == "sqlite":  # checkpoint bytes written per run (the subject's for both bounds)
                 row["bytes_ref"] = (c.db_bytes(dbs[1]) - before[1]) / reps[label]
                 row["bytes_subject"] = (c.db_bytes(dbs[0]) - before[0]) / (reps[label] * len(BOUNDS))
             out[label] = row
     return out
+
+
+async def cpu_per_run(
+    reference: Callable[[], Awaitable[object]], subject: Callable[[], Awaitable[object]], reps: int
+) -> tuple[float, float]:
+    """Median CPU seconds (this process and its worker processes) of one run of each, ABAB."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    for i in range(2 * reps):
+        k = i % 2
+        start = c.family_cpu()
+        await (reference, subject)[k]()
+        samples[k].append(c.family_cpu() - start)
+    return c.median(samples[0]), c.median(samples[1])
 
 
 async def measure_async(bench: Bench, reps: int) -> dict[str, float]:
@@ -257,6 +273,11 @@ def main(count: int, reps: int, reps_sqlite: int, profile: bool) -> None:
     print(
         f"ABS fanout.checkpoint_bytes per run {sq['bytes_subject'] / 1e6:.1f} MB raw {sq['bytes_ref'] / 1e6:.1f} MB "
         f"({sq['bytes_subject'] / max(sq['bytes_ref'], 1):.1f}x)"
+    )
+    no = results["none"]
+    print(
+        f"ABS fanout.cpu[none] per run {c.ms(no['cpu_subject'])} raw {c.ms(no['cpu_ref'])} "
+        f"({no['cpu_subject'] / no['cpu_ref']:.2f}x, CPU of the server process and its workers)"
     )
     print(
         f"ABS fanout[none,async skill] {c.ms(fa['subject'])} raw {c.ms(fa['ref'])} "

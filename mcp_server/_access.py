@@ -43,6 +43,9 @@ class Access:
         self.base = AllowedRoots.resolve(allow_dirs, state=home.root if home is not None else None)
         self.settings = load_settings(home.root) if home is not None else IsolationSettings()
         self._client: weakref.WeakKeyDictionary[Any, AllowedRoots] = weakref.WeakKeyDictionary()
+        self._isolation = self.settings.model_dump()
+        self._plain: dict[int, tuple[AllowedRoots, dict[str, Any]]] = {}
+        """`as_plain()` of the roots calls get (the server's, each client's), made once each."""
         for root in self.base.roots:
             if why := self.base.never(root):
                 log.warning("allowed root %s is never readable: %s", root, why)
@@ -85,8 +88,15 @@ class Access:
 
     def _put(self, ctx: SkillContext, roots: AllowedRoots) -> None:
         # Plain data: a skill may run in another process (a worker), which gets a copy of extras.
-        ctx.extras["roots"] = roots.as_plain()
-        ctx.extras["isolation"] = self.settings.model_dump()
+        # Made once per roots and settings (a model_dump per call cost more than the rest of
+        # this); each call gets its own copy, so a skill that changes its copy changes no other call's.
+        cached = self._plain.get(id(roots))
+        if cached is None or cached[0] is not roots:
+            if len(self._plain) > 64:
+                self._plain.clear()
+            cached = self._plain[id(roots)] = (roots, roots.as_plain())
+        ctx.extras["roots"] = {**cached[1], "roots": list(cached[1]["roots"])}
+        ctx.extras["isolation"] = dict(self._isolation)
 
     async def roots_for(self, context: Any) -> AllowedRoots:
         request = getattr(context, "request_context", None)

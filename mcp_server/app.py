@@ -8,7 +8,7 @@ request, with the explicit JSON Schemas of skill.yaml instead of inferred ones.
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -375,6 +375,10 @@ class OrchestratorServer(MCPServer):
         return self.catalog.unknown(name)
 
     @cached_property
+    def _runs_dir(self) -> Path | None:
+        return self.home.runs_dir if self.home is not None else None
+
+    @cached_property
     def models(self) -> ModelService:
         """The home's model registry (re-read when it changes) and the providers of each call."""
         from adapters.models import ModelService
@@ -384,8 +388,8 @@ class OrchestratorServer(MCPServer):
     def skill_context(self, skill: Skill, context: Context[Any, Any] | None, *, parked: bool = False) -> SkillContext:
         """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
         the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
-        run_id = uuid.uuid4().hex[:12]
-        runs = self.home.runs_dir if self.home is not None else None
+        run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
+        runs = self._runs_dir
         ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
         if context is not None and context.request_context is not None:
             ctx.progress_fn = context.report_progress

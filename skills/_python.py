@@ -33,7 +33,7 @@ import anyio.to_thread
 from . import errors
 from ._worker import SKILL_MODULE_PREFIX
 from .base import SkillContext
-from .errors import SkillRunError, SkillsError, SkillTimeoutError
+from .errors import SkillCancelledError, SkillRunError, SkillsError, SkillTimeoutError
 
 log = logging.getLogger("skills.loader")
 
@@ -135,36 +135,45 @@ def is_async_entry(root: Path, target: str) -> bool:
     worker. A function the text does not show as `async def` is taken as synchronous; if it
     turns out to be async, the worker runs it in an event loop of its own.
     """
+    return entry_facts(root, target)[0]
+
+
+def entry_facts(root: Path, target: str) -> tuple[bool, float | None]:
+    """`is_async_entry` and the module file's modification time (None if it cannot be read),
+    from one stat: the worker trusts this time instead of taking its own."""
     cached = _async_cache.get((root, target))
     if cached is not None:
         try:
-            if os.stat(cached[0]).st_mtime == cached[1]:
-                return cached[2]
+            mtime = os.stat(cached[0]).st_mtime
         except OSError:
-            return False  # the worker reports the missing file
+            return False, None  # the worker reports the missing file
+        if mtime == cached[1]:
+            return cached[2], mtime
     func = target.partition(":")[2]
     path = module_file(root, target)
     try:
         mtime = path.stat().st_mtime
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False  # the worker reports the missing or unreadable file
+        return False, None  # the worker reports the missing or unreadable file
     found = re.search(rf"^async[ \t]+def[ \t]+{re.escape(func)}[ \t]*\(", text, re.MULTILINE) is not None
     _async_cache[(root, target)] = (str(path), mtime, found)
-    return found
+    return found, mtime
 
 
 async def run_python(
     root: Path, target: str, skill: str, arguments: dict[str, Any], ctx: SkillContext, timeout: float
 ) -> Any:
     """Call a python skill where it belongs (see the module doc); every failure is a `SkillRunError`."""
-    if is_async_entry(root, target):
+    is_async, mtime = entry_facts(root, target)
+    if is_async:
         return await _run_in_process(root, target, skill, arguments, ctx, timeout)
-    from ._pool import WorkerDied, call_in_worker
+    from ._pool import StoppedAtStart, WorkerDied, call_in_worker
 
     request = {
         "root": str(root),
         "target": target,
+        "mtime": mtime,
         "skill": skill,
         "arguments": arguments,
         "ctx": {
@@ -182,6 +191,12 @@ async def run_python(
         raise SkillTimeoutError(
             f"'{skill}' did not finish within {timeout:g}s and was stopped (its worker process was killed)",
             hint="raise `timeout:` in skill.yaml or give the skill less work",
+        ) from None
+    except StoppedAtStart:
+        raise SkillCancelledError(
+            f"'{skill}' was stopped as it began: the call before it in the same worker process was "
+            "cancelled or timed out",
+            hint="call it again",
         ) from None
     except WorkerDied as exc:
         raise SkillRunError(

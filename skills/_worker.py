@@ -8,10 +8,17 @@ cannot be stopped. A process can: the pool kills it at the skill's timeout, and 
 `os._exit()`, `KeyboardInterrupt` or a segfault in a C extension end only this process.
 
 Frames, each `!I` length then a pickle:
-    request  {"root", "target", "skill", "arguments", "ctx", "cwd", "env"}
+    requests ("call", id, {"root", "target", "skill", "arguments", "ctx", "cwd", "env"})
+             ("skip", id)        the call was cancelled before it started: do not run it
     replies  ("ready",) once, when the interpreter is up and before the first request is read;
              ("progress", done, total, message) | ("log", level, message)      any number, then
-             ("result", value, artifact_dir) | ("error", {kind, message, hint, where, limit, trace})  one
+             ("result", value, artifact_dir, seconds) | ("error", {kind, message, hint, where,
+             limit, trace}, seconds) | ("skipped",)       one per request, in request order
+
+Calls run one at a time, in the order they came. The server may queue several (pipelining:
+the next request is already here when a call ends, so a burst of tiny calls costs no wake-up
+per call); before starting the next one, the worker reads what else has arrived, so a `skip`
+sent for a queued call is honoured, and writes the replies it holds in one write.
 
 The protocol uses copies of the original stdin/stdout; file descriptors 0 and 1 are pointed at
 /dev/null and stderr, so a skill's `print()` lands in the server's log, never in a frame.
@@ -20,14 +27,17 @@ The protocol uses copies of the original stdin/stdout; file descriptors 0 and 1 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ctypes
 import io
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -76,22 +86,26 @@ def _dumps(message: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _write(fd: int, message: Any) -> None:
+def _encode(message: tuple[Any, ...]) -> bytes:
+    """One reply frame. A final reply that cannot travel becomes an `OutputError` reply in its
+    place; a progress or log message that cannot is dropped (it must never stand in for the
+    call's final reply, which still follows)."""
     try:
         payload = _dumps(message)
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError) as exc:
+        if message[0] not in ("result", "error"):
+            return b""
         kind = type(message[1]).__name__ if message[0] == "result" else "message"
-        payload = pickle.dumps(
-            (
-                "error",
-                _failure("OutputError", f"the result (a {kind}) is not plain data: {exc}", "return JSON-like data"),
-            )
-        )
+        failure = _failure("OutputError", f"the result (a {kind}) is not plain data: {exc}", "return JSON-like data")
+        payload = pickle.dumps(("error", failure, message[-1]))
     if len(payload) > MAX_FRAME:
-        payload = pickle.dumps(
-            ("error", _failure("OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data"))
-        )
-    view = memoryview(_HEADER.pack(len(payload)) + payload)
+        failure = _failure("OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data")
+        payload = pickle.dumps(("error", failure, message[-1]))
+    return _HEADER.pack(len(payload)) + payload
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
@@ -125,10 +139,10 @@ def _context(request: dict[str, Any], out: int) -> Any:
     info = request["ctx"]
 
     async def progress(done: float, total: float | None, message: str | None) -> None:
-        _write(out, ("progress", done, total, message))
+        _write(out, _encode(("progress", done, total, message)))
 
     async def log(level: str, message: str) -> None:
-        _write(out, ("log", level, message))
+        _write(out, _encode(("log", level, message)))
 
     artifact_dir = info.get("artifact_dir")
     return SkillContext(
@@ -154,18 +168,23 @@ def _apply(request: dict[str, Any]) -> None:
 
 
 _entries: dict[tuple[str, str], tuple[str, float, Any]] = {}
-"""(root, target) -> (module file, its mtime, PythonEntry): a call costs one stat, no path objects."""
+"""(root, target) -> (module file, its mtime, PythonEntry): a call costs at most one stat."""
 
 
 def _entry(request: dict[str, Any]) -> Any:
+    """The skill's function, imported again when its file changed. The server took the file's
+    modification time just before sending the call (`mtime`), so the worker need not stat it."""
     from ._python import load_entry, module_file
 
     key = (request["root"], request["target"])
     cached = _entries.get(key)
     if cached is not None:
-        with contextlib.suppress(OSError):
-            if os.stat(cached[0]).st_mtime == cached[1]:
-                return cached[2]
+        mtime = request.get("mtime")
+        if mtime is None:
+            with contextlib.suppress(OSError):
+                mtime = os.stat(cached[0]).st_mtime
+        if mtime == cached[1]:
+            return cached[2]
     root = Path(request["root"])
     entry = load_entry(root, request["target"], request["skill"])
     path = str(module_file(root, request["target"]))
@@ -173,51 +192,107 @@ def _entry(request: dict[str, Any]) -> Any:
     return entry
 
 
-def _serve_one(request: dict[str, Any], out: int) -> None:
+def _serve_one(request: dict[str, Any], out: int) -> tuple[Any, ...]:
+    """Run one call; its final reply (progress and log messages are written as they come)."""
     from .errors import SkillsError
 
     ctx = None
+    began = time.perf_counter()  # again once the module is loaded: the pool wants the skill's own time
     try:
         _apply(request)
         entry = _entry(request)
         kwargs = dict(request["arguments"])
         if entry.accepts_ctx:
             kwargs["ctx"] = ctx = _context(request, out)
+        began = time.perf_counter()
         value = asyncio.run(entry.fn(**kwargs)) if entry.is_async else entry.fn(**kwargs)
     except SkillsError as exc:
         where = exc.__dict__.get("where") or _where(request["root"], exc)
         failure = _failure(type(exc).__name__, exc.message, exc.hint, where)
         with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError, ValueError):
             failure["exception"] = pickle.dumps(exc)  # the error itself, any SkillsError class and its fields
-        _write(out, ("error", {**failure, "limit": getattr(exc, "limit", None)}))
+        return ("error", {**failure, "limit": getattr(exc, "limit", None)}, time.perf_counter() - began)
     except BaseException as exc:  # the skill's own failure, whatever it is (SystemExit too): reported, not fatal
         message, hint = f"{type(exc).__name__}: {exc}", "see the server log for the traceback"
         failure = _failure("failure", message, hint, _where(request["root"], exc), traceback.format_exc())
-        _write(out, ("error", failure))
-    else:
-        artifact_dir = ctx.artifact_dir if ctx is not None else None
-        _write(out, ("result", value, str(artifact_dir) if artifact_dir is not None else None))
+        return ("error", failure, time.perf_counter() - began)
+    artifact_dir = ctx.artifact_dir if ctx is not None else None
+    return ("result", value, str(artifact_dir) if artifact_dir is not None else None, time.perf_counter() - began)
+
+
+class _Requests:
+    """The request pipe: frames read as they arrive, calls queued in order, skips applied."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.poll = select.poll()
+        self.poll.register(fd, select.POLLIN)
+        self.buffer = bytearray()
+        self.queue: collections.OrderedDict[int, dict[str, Any] | None] = collections.OrderedDict()
+        """Calls not started yet, by id; None for one the server cancelled (answered `skipped`)."""
+
+    def read(self, block: bool) -> bool:
+        """Take in what has arrived (waiting for something if `block`); False once the server is gone."""
+        if block:
+            self.poll.poll()
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return True
+            if not chunk:
+                return False
+            self.buffer += chunk
+            self._parse()
+            if len(chunk) < 1 << 20:  # the pipe is empty now (or nearly): no second read for nothing
+                return True
+
+    def _parse(self) -> None:
+        size = _HEADER.size
+        while len(self.buffer) >= size:
+            (length,) = _HEADER.unpack_from(self.buffer)
+            if len(self.buffer) < size + length:
+                return
+            frame = pickle.loads(self.buffer[size : size + length])
+            del self.buffer[: size + length]
+            if frame[0] == "call":
+                self.queue[frame[1]] = frame[2]
+            elif frame[1] in self.queue:  # ("skip", id) of a call that has not started
+                self.queue[frame[1]] = None
 
 
 def main() -> None:
     """Serve calls until the server closes the pipe."""
     _die_with_parent()
-    requests, out = os.dup(0), os.dup(1)
+    requests, out = _Requests(os.dup(0)), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle; it closes the pipe
-    _write(out, ("ready",))
+    _write(out, _encode(("ready",)))
+    held: list[bytes] = []  # replies written together just before the next call starts
+    skipped = _encode(("skipped",))
     while True:
-        header = _read_exact(requests, _HEADER.size)
-        if header is None:
-            return
-        body = _read_exact(requests, _HEADER.unpack(header)[0])
-        if body is None:
-            return
-        _serve_one(pickle.loads(body), out)
+        if not requests.queue:
+            if held:
+                _write(out, b"".join(held))
+                held.clear()
+            if not requests.read(block=True):
+                return
+            continue
+        _, request = requests.queue.popitem(last=False)
+        if request is None:
+            held.append(skipped)
+            continue
+        if held:
+            _write(out, b"".join(held))
+            held.clear()
+        held.append(_encode(_serve_one(request, out)))
         sys.stdout.flush()
         sys.stderr.flush()
+        if not requests.read(block=False):  # what came meanwhile: the next calls, skips of queued ones
+            return
 
 
 if __name__ == "__main__":

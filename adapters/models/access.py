@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +31,50 @@ log = logging.getLogger("adapters.models")
 NO_PROVIDER_HINT = "set ANTHROPIC_API_KEY, or call it from a client that supports sampling (e.g. Claude Desktop)"
 
 
+Built = tuple[ModelRegistry, tuple[ModelProvider, ...]]
+
+
+class _Providers:
+    """The registry and providers of one call, built when first asked for (most calls never
+    ask: building them reads the registry and the environment and inspects the client)."""
+
+    __slots__ = ("_build", "_value")
+
+    def __init__(self, build: Callable[[], Built] | None, value: Built | None = None) -> None:
+        self._build, self._value = build, value
+
+    def get(self) -> Built:
+        if self._value is None:
+            assert self._build is not None
+            self._value, self._build = self._build(), None
+        return self._value
+
+
 class ProviderAccess:
     """A `ModelAccess` over an ordered list of providers, summing what it spends."""
 
     def __init__(
-        self, registry: ModelRegistry, providers: Sequence[ModelProvider], *, parent: ProviderAccess | None = None
+        self,
+        registry: ModelRegistry | None = None,
+        providers: Sequence[ModelProvider] = (),
+        *,
+        parent: ProviderAccess | None = None,
+        deferred: _Providers | None = None,
     ) -> None:
-        self.registry = registry
-        self.providers = tuple(providers)
+        if deferred is None:
+            assert registry is not None, "a ProviderAccess needs a registry or a deferred source"
+            deferred = _Providers(None, (registry, tuple(providers)))
+        self._source = deferred
         self.usage = Usage()
         self._parent = parent
+
+    @property
+    def registry(self) -> ModelRegistry:
+        return self._source.get()[0]
+
+    @property
+    def providers(self) -> tuple[ModelProvider, ...]:
+        return self._source.get()[1]
 
     def __repr__(self) -> str:
         names = ", ".join(p.name for p in self.providers)
@@ -97,7 +131,7 @@ class ProviderAccess:
         raise NoModelProviderError(f"no model provider can answer this call ({detail})", hint=NO_PROVIDER_HINT)
 
     def child(self) -> ProviderAccess:
-        return ProviderAccess(self.registry, self.providers, parent=self)
+        return ProviderAccess(parent=self, deferred=self._source)
 
 
 class ModelService:
@@ -135,14 +169,27 @@ class ModelService:
     def attach(self, ctx: SkillContext, context: Any = None, *, parked: bool = False) -> ProviderAccess:
         """Put the call's access in `ctx.extras["model"]`, and where the client's model answers
         through an inbox (2026-07-28, or `parked`: the call runs as a task), the inbox in
-        `ctx.extras[INBOX_KEY]` for whoever carries its requests to the client."""
-        access, inbox = self._build(context, parked)
+        `ctx.extras[INBOX_KEY]` for whoever carries its requests to the client.
+
+        Only such a call needs its providers before it runs (its inbox must be there); any
+        other call gets an access whose providers are built on its first model request, so a
+        call that never asks a model pays nothing for them."""
+        if parked or _answers_by_inbox(context):
+            access, inbox = self._build(context, parked)
+            if inbox is not None:
+                ctx.extras[INBOX_KEY] = inbox
+        else:
+            access = ProviderAccess(deferred=_Providers(lambda: self._providers(context)[:2]))
         ctx.extras["model"] = access
-        if inbox is not None:
-            ctx.extras[INBOX_KEY] = inbox
         return access
 
     def _build(self, context: Any, parked: bool = False) -> tuple[ProviderAccess, InputInbox | None]:
+        registry, providers, inbox = self._providers(context, parked)
+        return ProviderAccess(registry, providers), inbox
+
+    def _providers(
+        self, context: Any, parked: bool = False
+    ) -> tuple[ModelRegistry, tuple[ModelProvider, ...], InputInbox | None]:
         registry = self.registry
         environ = self._environ if self._environ is not None else os.environ
         providers: list[ModelProvider] = []
@@ -155,7 +202,21 @@ class ModelService:
                 sampling = _sampling_of(context, needed=not answered, parked=parked)
                 inbox = sampling.inbox or inbox
                 providers.append(sampling)
-        return ProviderAccess(registry, providers), inbox
+        return registry, tuple(providers), inbox
+
+
+def _answers_by_inbox(context: Any) -> bool:
+    """Whether the call's client samples in the 2026-07-28 era, where its model answers through
+    an inbox (`_sampling_of`), not by a request of the server's."""
+    from mcp_types.version import is_version_at_least
+
+    if context is None or getattr(context, "_request_context", None) is None:
+        return False
+    request = context.request_context
+    if getattr(request.session.client_capabilities, "sampling", None) is None:
+        return False
+    version = request.protocol_version
+    return version is not None and is_version_at_least(version, "2026-07-28")
 
 
 def _sampling_of(context: Any, *, needed: bool, parked: bool = False) -> SamplingProvider:
