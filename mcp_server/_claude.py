@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,15 @@ def _program() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "mcp_server"]
 
 
-def server_entry(home: str | Path | None = None) -> dict[str, Any]:
-    """The `mcpServers` entry: absolute command, `serve`, and the home when it is not the default."""
+def server_entry(home: str | Path | None = None, allow_dirs: Sequence[Path] = ()) -> dict[str, Any]:
+    """The `mcpServers` entry: absolute command, `serve`, the home when it is not the default, and
+    the folders file skills may read (absolute: Claude Desktop starts the server in `/`)."""
     command, args = _program()
     args = [*args, "serve"]
     if home:
         args += ["--home", str(Path(home).expanduser().resolve())]
+    for folder in allow_dirs:
+        args += ["--allow-dir", str(Path(folder).expanduser().resolve())]
     entry: dict[str, Any] = {"command": command, "args": args}
     env_home = os.environ.get("ORCHESTRATOR_HOME")
     if env_home:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from helpers import Run, run_cli, write_skill
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
 ECHO_CONTRACT = {
@@ -358,6 +360,32 @@ def test_claude_config_names_an_explicit_home(orchestrator, tmp_path: Path) -> N
     run = orchestrator("claude-config", "--home", str(tmp_path / "elsewhere"))
     entry = run.json()["mcpServers"]["orchestrator"]
     assert entry["args"] == ["serve", "--home", str((tmp_path / "elsewhere").resolve())]
+
+
+async def test_claude_config_allow_dir_lets_the_desktop_started_server_read_that_project(
+    orchestrator, env: dict[str, str], tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("from the project\n")
+    plain = orchestrator("claude-config")
+    assert "--allow-dir" in plain.err  # it says why the entry may need one
+    run = orchestrator("claude-config", "--allow-dir", str(project))
+    assert run.code == 0, run.err
+    entry = run.json()["mcpServers"]["orchestrator"]
+    assert entry["args"] == ["serve", "--allow-dir", str(project.resolve())]
+    # Start it as Claude Desktop does (in /, over stdio) and read a file of the project through a real client.
+    notes = str(project / "notes.txt")
+    desktop = {k: v for k, v in env.items() if k != "ORCHESTRATOR_ALLOW_DIRS"}  # only what the entry says
+    for args, allowed in ((entry["args"], True), (["serve"], False)):
+        params = StdioServerParameters(command=entry["command"], args=args, env=desktop, cwd="/")
+        async with Client(params) as client:
+            result = await client.call_tool("read-file", {"path": notes})
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        assert result.is_error is not allowed, text
+        assert ("from the project" in text) if allowed else ("outside the allowed roots" in text)
+    missing = orchestrator("claude-config", "--allow-dir", str(tmp_path / "nowhere"))
+    assert missing.code == 2 and "not a directory" in missing.err
 
 
 def test_claude_config_write_merges_keeping_other_servers_and_makes_a_backup(orchestrator, env: dict[str, str]) -> None:

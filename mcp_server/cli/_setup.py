@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._allow import add_allow_dir, allowed_dirs
 from ._common import EXIT_OK, PROG, Parents, UsageError, home, print_json
 
 
@@ -29,6 +30,8 @@ def add_claude_parser(sub: Any, parents: Parents) -> None:
         action="store_true",
         help="merge it into Claude Desktop's config file (a .bak copy is kept)",
     )
+    # Claude Desktop starts servers in `/`, where the default root (the working directory) is none.
+    add_allow_dir(claude)
     claude.set_defaults(handler=_cmd_claude_config)
 
 
@@ -59,10 +62,16 @@ def _cmd_install(args: argparse.Namespace) -> int:
 def _cmd_claude_config(args: argparse.Namespace) -> int:
     from .._claude import SERVER_KEY, ConfigError, config_path, merge_entry, server_entry
 
-    entry = server_entry(getattr(args, "home", None))
+    entry = server_entry(getattr(args, "home", None), allow_dirs=allowed_dirs(args) or ())
     if not args.write:
         print_json({"mcpServers": {SERVER_KEY: entry}})
         print(f"{PROG}: add this to {config_path()}, or run `{PROG} claude-config --write`", file=sys.stderr)
+        if not args.allow_dirs:
+            print(
+                f"{PROG}: Claude Desktop starts it in /, so file skills may read only the folders its roots "
+                "name; add `--allow-dir DIR` (repeatable) for the projects they should read",
+                file=sys.stderr,
+            )
         return EXIT_OK
     path = config_path()
     try:
