@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._state import RunState, add_counts
 from .expressions import names_read
-from .spec import DEFAULT_MAX_ITERATIONS, StepSpec
+from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
     from .runtime import RunContext
@@ -46,7 +46,7 @@ def loop_router(step: StepSpec) -> Callable[[RunState], str]:
 
 
 def _ordered(state: RunState, step: StepSpec, count: int) -> list[Any]:
-    got = (state.get("fanin") or {}).get(step.id) or {}
+    got: dict[str, Any] = (state.get("fanin") or {}).get(step.id) or {}
     return [got[str(i)] for i in range(count)]
 
 
@@ -148,7 +148,7 @@ def for_item_node(step: StepSpec) -> Node:
         ctl = state["ctl"]
         items, i = ctl[f"{step.id}:items"], ctl[f"{step.id}:i"]
         scope = {**state["scope"], var: items[i], "loop": loop_info(i, len(items))}
-        update = await ctx.run_skill_step(step, {"scope": scope}, key)
+        update = await ctx.run_skill_step(step, scope, key)
         result = update.pop("scope")[key]
         await ctx.item_done(step, i + 1, len(items))
         update["ctl"] = {f"{step.id}:i": i + 1, f"{step.id}:go": i + 1 < len(items)}
@@ -280,7 +280,7 @@ def fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
         async with ctx.parallel_slot(step):
             if ctx.dispatch is not None:  # the distributed mode: any worker runs it
                 update = await ctx.dispatch(step, payload)
-                spent = update["fanin"][step.id][str(payload["index"])].get("spent") or {}
+                spent: dict[str, int] = update["fanin"][step.id][str(payload["index"])].get("spent") or {}
                 ctx.budget.charge(step.id, spent.get("steps", 0), spent.get("bytes", 0))
             else:
                 update = await run_item(ctx, step, body, state_vars, payload)
@@ -303,7 +303,7 @@ async def run_item(
     index = payload["index"]
     scope = {**payload["scope"], var: payload["item"], "loop": loop_info(index, payload["n"])}
     if body is None:
-        update = await ctx.run_skill_step(step, {"scope": scope}, f"{step.id}.item")
+        update = await ctx.run_skill_step(step, scope, f"{step.id}.item")
         result: Any = update.pop("scope")[f"{step.id}.item"]
         changed: dict[str, Any] = {}
     else:
@@ -345,7 +345,11 @@ def fan_done_node(step: StepSpec) -> Node:
     return node
 
 
-def spent_in_flight(spec: Any, fanin: dict[str, Any]) -> dict[str, int]:
+def spent_in_flight(spec: PipelineSpec, fanin: dict[str, Any]) -> dict[str, Any]:
     """What the finished items of unfinished parallel loops spent (a resumed run counts them too)."""
-    parallel = [s.id for s in spec.walk() if s.for_ is not None and s.for_.parallel]
-    return add_counts({}, *(e.get("spent") for sid in parallel for e in (fanin.get(sid) or {}).values()))
+    spent: list[dict[str, Any] | None] = []
+    for step in spec.walk():
+        if step.for_ is not None and step.for_.parallel:
+            entries: dict[str, dict[str, Any]] = fanin.get(step.id) or {}
+            spent += [e.get("spent") for e in entries.values()]
+    return add_counts({}, *spent)

@@ -115,7 +115,7 @@ def native(value: Any) -> Any:
     """A rendered value as plain data: iterators and views become lists; strict undefined raises."""
     if isinstance(value, Undefined):
         if isinstance(value, Missing):
-            value._fail_with_undefined_error()
+            value._fail_with_undefined_error()  # pyright: ignore[reportPrivateUsage]  # jinja2's only way to raise it
         return None  # `{{ x if false }}`: Jinja's plain undefined for a missing else branch
     if isinstance(value, str):
         return str(value)  # Markup -> str
@@ -131,7 +131,8 @@ def native(value: Any) -> Any:
     return value
 
 
-_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+_EMPTY: dict[object, object] = {}
+_VIEWS = (type(_EMPTY.keys()), type(_EMPTY.values()), type(_EMPTY.items()))
 
 
 def _json_default(value: Any) -> Any:
@@ -440,7 +441,7 @@ class PipelineEnvironment(ImmutableSandboxedEnvironment):
         """`a.b`: the key `b` of a mapping first, then a safe attribute."""
         if type(obj) is dict:
             try:
-                return obj[attribute]
+                return cast(dict[Any, Any], obj)[attribute]
             except KeyError:
                 return self._missing_key(cast(dict[Any, Any], obj), attribute)
         if isinstance(obj, Undefined):
@@ -470,10 +471,10 @@ class PipelineEnvironment(ImmutableSandboxedEnvironment):
             return getattr(obj, name)
         return self.undefined(obj=obj, name=name)
 
-    def _attribute(self, obj: Any, name: str) -> Any:
+    def _attribute(self, obj: object, name: str) -> Any:
         if name.startswith("_"):
             raise forbidden(f"access to '{name}'", hint="names starting with '_' are internal")
-        if isinstance(obj, tuple) and name in getattr(type(obj), "_fields", ()):
+        if _is_field(obj, name):
             return getattr(obj, name)  # a named tuple, such as the groups of `groupby`
         allowed = _methods_of(obj)
         if allowed is not None:
@@ -500,7 +501,7 @@ class PipelineEnvironment(ImmutableSandboxedEnvironment):
         if id(obj) in _HELPER_IDS:
             return context.call(obj, *args, **kwargs)
         if isinstance(obj, Undefined):
-            obj._fail_with_undefined_error()
+            obj._fail_with_undefined_error()  # pyright: ignore[reportPrivateUsage]  # jinja2's only way to raise it
         if isinstance(obj, types.MethodType | types.BuiltinMethodType):
             owner = obj.__self__
             allowed = _methods_of(owner)
@@ -527,13 +528,20 @@ def _method_hint(obj: Any) -> str:
     return f"methods of a {type(obj).__name__} value that can be called: {', '.join(sorted(allowed))}"
 
 
+def _is_field(obj: object, name: str) -> bool:
+    """Whether `name` is a field of the named tuple `obj`."""
+    kind = type(obj)
+    return isinstance(obj, tuple) and name in getattr(kind, "_fields", ())
+
+
 def _check_repeat(left: Any, right: Any) -> None:
     if isinstance(left, int) and isinstance(right, str | list | tuple):
-        left, right = right, left
+        left, right = cast(Any, right), left
     if isinstance(left, str | list | tuple) and isinstance(right, int):
+        sequence = cast(Sequence[Any], left)
         times = max(right, 0)
-        if len(cast(Sequence[Any], left)) * times > MAX_ITEMS or measure(left) * times > MAX_SIZE:
-            raise too_large(f"repeating a {type(left).__name__} {times:,} times")
+        if len(sequence) * times > MAX_ITEMS or measure(sequence) * times > MAX_SIZE:
+            raise too_large(f"repeating a {type(sequence).__name__} {times:,} times")
     elif isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > MAX_INT_BITS:
         raise too_large("the product")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Required, TypedDict
 
 __all__ = ["SNAPSHOT_EVERY", "RunState", "add_counts", "graph_state"]
 
@@ -83,11 +83,16 @@ def _add_usage(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[s
 
 
 class RunState(TypedDict, total=False):
-    """What the graph carries (and checkpoints) between nodes (the types; `graph_state` adds the channels)."""
+    """What the graph carries (and checkpoints) between nodes (the types; `graph_state` adds the channels).
 
-    scope: dict[str, Any]
+    `scope` and `ctl` are required for the nodes that read them: a run's input carries both, a
+    loop body's input carries `scope`, and a node reads a `ctl` key only after the node that
+    writes it (a loop's or branch's start) has run.
+    """
+
+    scope: Required[dict[str, Any]]
     """Names visible to expressions: inputs, state variables, step outputs, loop variables."""
-    ctl: dict[str, Any]
+    ctl: Required[dict[str, Any]]
     """Control data of loops and branches (indexes, loop items, saved loop variables, branch taken)."""
     fanin: dict[str, Any]
     """Results of loop items by step id and item index, until the loop's done node orders them."""
@@ -101,10 +106,12 @@ class RunState(TypedDict, total=False):
 @functools.cache
 def graph_state() -> Any:
     """`RunState` with its LangGraph channels, built on first use (LangGraph is imported lazily)."""
-    from langgraph.channels.delta import DeltaChannel
+    # langgraph ships `py.typed` at its namespace root only, so pyright misses it in sub-packages
+    from langgraph.channels.delta import DeltaChannel  # pyright: ignore[reportMissingTypeStubs]
 
     def delta(reducer: Callable[..., Any]) -> Any:
-        return DeltaChannel(reducer, dict, snapshot_frequency=SNAPSHOT_EVERY)
+        channel: DeltaChannel[dict[str, Any]] = DeltaChannel(reducer, dict, snapshot_frequency=SNAPSHOT_EVERY)
+        return channel
 
     fields = {
         "scope": Annotated[dict[str, Any], delta(_merge_all)],

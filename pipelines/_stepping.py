@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .compiler import end_node, entry_node
+from .compiler import RunGraph, end_node, entry_node
 from .errors import PipelineError, RunStopped
 
 if TYPE_CHECKING:
@@ -56,7 +56,13 @@ Segment = Callable[[Any, dict[str, Any], list[str] | None], Awaitable[dict[str, 
 
 
 async def stream_stepwise(
-    segment: Segment, graph: Any, payload: Any, config: dict[str, Any], run: RunContext, gate: StepGate, wall: float
+    segment: Segment,
+    graph: RunGraph,
+    payload: Any,
+    config: dict[str, Any],
+    run: RunContext,
+    gate: StepGate,
+    wall: float,
 ) -> tuple[dict[str, Any] | None, bool]:
     """Stream the run to its end, pausing after every top-level step for `gate`.
 
@@ -83,7 +89,8 @@ async def stream_stepwise(
         step = next(s for s in spec.steps if s.id == finished)
         place = [s.id for s in spec.steps].index(step.id) + 1
         last = not snapshot.next
-        view = StepView(step, (snapshot.values.get("scope") or {}).get(step.id), place, len(spec.steps), last)
+        scope: dict[str, Any] = snapshot.values.get("scope") or {}
+        view = StepView(step, scope.get(step.id), place, len(spec.steps), last)
         decision = await gate(view)
         if decision == "rerun":
             current = await _before(graph, config, entry_node(step))
@@ -97,7 +104,7 @@ async def stream_stepwise(
         payload, current = None, config
 
 
-async def _before(graph: Any, config: dict[str, Any], entry: str) -> dict[str, Any]:
+async def _before(graph: RunGraph, config: dict[str, Any], entry: str) -> dict[str, Any]:
     """The config of the newest checkpoint whose next node is `entry` (the step not yet started)."""
     async for snapshot in graph.aget_state_history(config):
         if entry in snapshot.next:

@@ -18,9 +18,9 @@ never from the checkpointed state, so one compiled graph serves every run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from . import _loops
 from ._state import RunState, graph_state
@@ -28,13 +28,66 @@ from .errors import PipelineError
 from .spec import PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
-    from langgraph.graph.state import CompiledStateGraph, StateGraph
+    from langgraph.types import StateSnapshot
 
     from .runtime import RunContext
 
-__all__ = ["CompiledPipeline", "RunState", "compile_pipeline", "end_node", "entry_node", "graph_state", "state_names"]
+__all__ = [
+    "CompiledPipeline",
+    "GraphBuilder",
+    "RunGraph",
+    "RunState",
+    "compile_pipeline",
+    "end_node",
+    "entry_node",
+    "graph_state",
+    "state_names",
+]
 
 DEFAULT_MAX_PARALLEL = 16
+
+Node = Callable[..., Any]
+
+
+class RunGraph(Protocol):
+    """What runs use of a compiled LangGraph graph, typed.
+
+    LangGraph's `CompiledStateGraph` is generic in four parameters and its signatures are partly
+    Unknown to a type checker (no stubs for its sub-packages); the compiler hands out this view.
+    """
+
+    def copy(self, *, update: dict[str, Any]) -> RunGraph: ...
+
+    async def ainvoke(self, input: Any, config: dict[str, Any], *, context: Any) -> dict[str, Any]: ...
+
+    def astream(
+        self,
+        input: Any,
+        config: dict[str, Any],
+        *,
+        context: Any,
+        stream_mode: Literal["values"],
+        durability: Literal["sync"] | None,
+        interrupt_after: list[str] | None,
+    ) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def aget_state(self, config: dict[str, Any]) -> StateSnapshot: ...
+
+    def aget_state_history(self, config: dict[str, Any]) -> AsyncIterator[StateSnapshot]: ...
+
+
+class GraphBuilder(Protocol):
+    """What the compiler uses of LangGraph's `StateGraph` (typed, as `RunGraph` is)."""
+
+    def add_node(self, node: str, action: Node, /) -> object: ...
+
+    def add_edge(self, start_key: str, end_key: str, /) -> object: ...
+
+    def add_conditional_edges(
+        self, source: str, path: Callable[[RunState], Any], path_map: dict[str, str] | list[str], /
+    ) -> object: ...
+
+    def compile(self, checkpointer: Literal[False] | None = None) -> RunGraph: ...
 
 
 def state_names(spec: PipelineSpec) -> list[str]:
@@ -50,14 +103,14 @@ class CompiledPipeline:
     """A pipeline compiled to a LangGraph graph, ready to run with any checkpointer."""
 
     spec: PipelineSpec
-    builder: StateGraph[Any, Any, Any, Any]
+    builder: GraphBuilder
     state_vars: list[str]
-    bodies: dict[str, Any] = field(default_factory=dict)
+    bodies: dict[str, RunGraph] = field(default_factory=dict[str, "RunGraph"])
     """The compiled body of each parallel `for` with nested steps, by step id (a worker runs one
     item of it with `_loops.run_item`)."""
-    _graphs: dict[int, CompiledStateGraph[Any, Any, Any, Any]] = field(default_factory=dict)
+    _graphs: dict[int, RunGraph] = field(default_factory=dict[int, "RunGraph"])
 
-    def graph(self, checkpointer: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+    def graph(self, checkpointer: Any = None) -> RunGraph:
         """The compiled graph bound to `checkpointer`.
 
         LangGraph's compile walks every node (~8 ms for 50 steps, ~100 ms for 300); it runs once
@@ -71,7 +124,7 @@ class CompiledPipeline:
 
 def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     """Compile `spec` (already verified) to a LangGraph `StateGraph`."""
-    from langgraph.graph import END, START
+    from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # see GraphBuilder
 
     names = state_names(spec)
     builder = _Builder(names)
@@ -80,9 +133,6 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     for node in exits:
         builder.graph.add_edge(node, END)
     return CompiledPipeline(spec, builder.graph, names, builder.bodies)
-
-
-Node = Callable[..., Any]
 
 
 def entry_node(step: StepSpec) -> str:
@@ -102,15 +152,15 @@ def _ctx(runtime: Any) -> RunContext:
 class _Builder:
     """Adds the nodes and edges of blocks of steps to one StateGraph."""
 
-    def __init__(self, state_vars: list[str], graph: Any = None, bodies: dict[str, Any] | None = None) -> None:
-        from langgraph.graph import StateGraph
+    def __init__(self, state_vars: list[str], bodies: dict[str, RunGraph] | None = None) -> None:
+        from langgraph.graph import StateGraph  # pyright: ignore[reportMissingTypeStubs]  # see GraphBuilder
 
         from .runtime import RunContext
 
         self.state_vars = state_vars
-        self.graph = graph if graph is not None else StateGraph(graph_state(), context_schema=RunContext)
+        self.graph = cast("GraphBuilder", StateGraph(graph_state(), context_schema=RunContext))
         self._ids: set[str] = set()
-        self.bodies: dict[str, Any] = bodies if bodies is not None else {}
+        self.bodies: dict[str, RunGraph] = bodies if bodies is not None else {}
 
     # -- blocks ----------------------------------------------------------------------------------
     def block(self, steps: list[StepSpec]) -> tuple[str, list[str]]:
@@ -211,7 +261,7 @@ class _Builder:
         return start, [done]
 
     def _parallel_for(self, step: StepSpec) -> tuple[str, list[str]]:
-        from langgraph.graph import END, START
+        from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # see GraphBuilder
 
         body_graph = None
         if step.steps:
@@ -239,7 +289,7 @@ class _Builder:
 
 def _skill_node(step: StepSpec, output_key: str | None = None) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        return await _ctx(runtime).run_skill_step(step, state, output_key)
+        return await _ctx(runtime).run_skill_step(step, state["scope"], output_key)
 
     return node
 

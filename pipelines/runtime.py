@@ -17,11 +17,11 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -29,7 +29,7 @@ from skills import Catalog, SkillContext, SkillsError
 from skills._schema import check_arguments
 from skills.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.contract import RunSpec, SkillContract
-from skills.models import Usage
+from skills.models import ModelAccess, Usage
 
 from ._loops import spent_in_flight
 from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
@@ -43,7 +43,6 @@ from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
 from .spec import PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
-    from ._state import RunState
     from .compiler import CompiledPipeline
 
 __all__ = ["Dispatch", "RunContext", "loop_items", "run_pipeline"]
@@ -61,20 +60,20 @@ def loop_items(step: StepSpec, scope: dict[str, Any]) -> list[Any]:
     """The list a `for` step loops over, rendered from its `items`."""
     assert step.for_ is not None
     try:
-        items = render(step.for_.items, scope)
+        items: object = render(step.for_.items, scope)
     except ExpressionError as exc:
         raise StepFailed(f"step '{step.id}': for.items: {exc.message}", hint=exc.hint, step_id=step.id) from None
     if isinstance(items, dict):
-        items = [{"key": k, "value": v} for k, v in items.items()]
-    if isinstance(items, tuple):
-        items = list(items)
+        items = [{"key": k, "value": v} for k, v in cast("dict[Any, Any]", items).items()]
+    elif isinstance(items, tuple):
+        items = list(cast("tuple[Any, ...]", items))
     if not isinstance(items, list):
         raise StepFailed(
             f"step '{step.id}': for.items gave {type(items).__name__}, not a list",
             hint='make `items` an expression that yields a list, e.g. "{{ files.paths }}"',
             step_id=step.id,
         )
-    return items
+    return cast("list[Any]", items)
 
 
 @dataclass
@@ -92,8 +91,8 @@ class RunContext:
     agents: RunBudget = field(default_factory=RunBudget)
     """What all agents of the run may spend together (tokens, cost, time)."""
     progress: RunProgress = field(init=False)
-    _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
-    running: dict[str, float] = field(default_factory=dict)
+    _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict[str, anyio.CapacityLimiter])
+    running: dict[str, float] = field(default_factory=dict[str, float])
     """Top-level steps under way and when they started (named when the run's time is up)."""
     dispatch: Dispatch | None = None
     """Hands one item of a parallel `for` to the workers and returns its graph update (the
@@ -148,9 +147,8 @@ class RunContext:
             self.running[step.id] = time.monotonic()
         await self.progress.started(step.id)
 
-    async def run_skill_step(self, step: StepSpec, state: RunState, output_key: str | None) -> dict[str, Any]:
+    async def run_skill_step(self, step: StepSpec, scope: dict[str, Any], output_key: str | None) -> dict[str, Any]:
         """Call the step's skill (a plain step, or one item of a loop when `output_key` is set)."""
-        scope = state["scope"]
         if output_key is None:
             await self.step_started(step)
             if not self.condition_holds(step, scope):
@@ -210,7 +208,8 @@ class RunContext:
         """One attempt of the step's call; what its model calls spend is added to `spent`."""
         if not isinstance(arguments, dict):
             raise StepFailed(f"step '{step.id}': parameters must be a mapping", step_id=step.id)
-        extras = {
+        arguments = cast("dict[str, Any]", arguments)
+        extras: dict[str, Any] = {
             **self.skill_ctx.extras,
             "step": step.id,
             "step_model": step.model,
@@ -219,7 +218,7 @@ class RunContext:
         extras.setdefault("catalog", self.catalog)
         extras[BUDGET_KEY] = self.budget  # a pipeline called by this step spends from this run's limits too
         extras[AGENT_BUDGET_KEY] = self.agents  # every agent of the run shares one budget, parallel ones too
-        access = extras.get("model")
+        access: ModelAccess | None = extras.get("model")
         child = access.child() if access is not None else None
         if child is not None:
             extras["model"] = child
@@ -293,7 +292,7 @@ class RunContext:
         await self.progress.flush()
 
     @asynccontextmanager
-    async def parallel_slot(self, step: StepSpec) -> AsyncIterator[None]:
+    async def parallel_slot(self, step: StepSpec) -> AsyncGenerator[None]:
         """Hold one of the step's `max_parallel` slots while an item runs."""
         from .compiler import DEFAULT_MAX_PARALLEL
 
@@ -370,7 +369,7 @@ async def run_pipeline(
         before = dict(snapshot.values) if snapshot and snapshot.values else None
         if before is None:
             raise PipelineError(f"run {run_id} has nothing to resume", hint="start a new run")
-        done = before.get("scope") or {}
+        done: dict[str, Any] = before.get("scope") or {}
         run.progress.restore(sum(1 for s in spec.steps if s.id in done))
         budget.restore(add_counts(before.get("spent"), spent_in_flight(spec, before.get("fanin") or {})))
     else:

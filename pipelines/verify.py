@@ -30,7 +30,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Collection, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import expressions
 from ._yamlmap import Path_, SourceMap
@@ -47,6 +47,7 @@ __all__ = ["all_issues", "check_text", "verify"]
 _BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _REMOVED_GLOBALS = frozenset({"lipsum", "cycler", "joiner", "namespace"})
 _JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+_TYPE_NAMES: dict[type[object], str] = {float: "number", str: "string", list: "list", dict: "mapping"}
 
 
 def check_text(
@@ -113,10 +114,10 @@ def _strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, dict):
-        for key, item in value.items():
+        for key, item in cast("dict[Any, Any]", value).items():
             yield from _strings(item, (*path, key if isinstance(key, str | int) else str(key)))
     elif isinstance(value, list):
-        for index, item in enumerate(value):
+        for index, item in enumerate(cast("list[Any]", value)):
             yield from _strings(item, (*path, index))
 
 
@@ -181,19 +182,29 @@ def _kinds(wanted: list[str]) -> str:
     return " or ".join(_ARTICLE.get(t, t) for t in wanted)
 
 
+def _declared_types(prop: dict[str, Any]) -> list[str]:
+    """The JSON type names a property's `type` declares (`x` or `[x, y]`); empty when it is anything else."""
+    declared = prop.get("type")
+    wanted: list[Any] = (
+        [declared] if isinstance(declared, str) else cast("list[Any]", declared) if isinstance(declared, list) else []
+    )
+    return wanted if all(isinstance(t, str) and t in _JSON_TYPES for t in wanted) else []
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
         return "integer"
-    return {float: "number", str: "string", list: "list", dict: "mapping"}.get(type(value), type(value).__name__)
+    kind = type(value)
+    return _TYPE_NAMES.get(kind, kind.__name__)
 
 
 def _bare(text: str) -> str:
@@ -491,7 +502,7 @@ class _Verifier:
     # -- skills, arguments, models, cycles -----------------------------------------------------
     def skill(self, step: StepSpec, scope: Collection[str]) -> None:
         name = step.skill or ""
-        schema: Any = None
+        schema: dict[str, Any] | None = None
         if name in self.pipelines:
             schema = self.pipelines[name].input_schema()
         elif self.catalog is not None:
@@ -503,7 +514,7 @@ class _Verifier:
             if found.kind == "instructions":
                 return  # carried out by the model: any parameters are its task
             schema = found.input_schema
-        if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        if schema is not None and isinstance(schema.get("properties"), dict):
             self.arguments(step, name, schema, scope)
 
     def skill_model(self, step: StepSpec, skill: Any) -> None:
@@ -575,10 +586,11 @@ class _Verifier:
         params = step.parameters
         where = (*step.path, "parameters")
         has_params = where in self.smap.keys
-        for required in schema.get("required") or []:
+        required_names: list[Any] = schema.get("required") or []
+        for required in required_names:
             if required in params:
                 continue
-            prop = props.get(required) or {}
+            prop: dict[str, Any] = props.get(required) or {}
             about = f" ({prop['type']})" if isinstance(prop.get("type"), str) else ""
             about += f": {prop['description']}" if isinstance(prop.get("description"), str) else ""
             self.add(
@@ -590,15 +602,15 @@ class _Verifier:
             )
         closed = schema.get("additionalProperties") is False
         for name, value in params.items():
-            prop = props.get(name)
-            if prop is None:
+            declared = props.get(name)
+            if declared is None:
                 if closed:
                     close = _close(str(name), props)
                     hint = f"did you mean '{close}'?" if close else f"'{skill}' takes: {', '.join(props) or 'nothing'}"
                     self.add((*where, name), f"'{skill}' has no argument '{name}'", hint, "unknown-argument", key=True)
                 continue
-            if isinstance(prop, dict):
-                self.argument_value(step, skill, str(name), value, prop, scope)
+            if isinstance(declared, dict):
+                self.argument_value(step, skill, str(name), value, cast("dict[str, Any]", declared), scope)
 
     def argument_value(
         self, step: StepSpec, skill: str, name: str, value: Any, prop: dict[str, Any], scope: Collection[str]
@@ -606,16 +618,9 @@ class _Verifier:
         if isinstance(value, str) and expressions.is_template(value):
             return  # its type is only known when it runs
         path = (*step.path, "parameters", name)
-        declared = prop.get("type")
-        wanted = [declared] if isinstance(declared, str) else declared
+        wanted = _declared_types(prop)
         kinds = _json_types(value)
-        if (
-            isinstance(wanted, list)
-            and wanted
-            and all(isinstance(t, str) and t in _JSON_TYPES for t in wanted)
-            and kinds is not None
-            and not kinds.intersection(wanted)
-        ):
+        if wanted and kinds is not None and not kinds.intersection(wanted):
             self.add(
                 path,
                 f"'{name}' of '{skill}' must be {_kinds(wanted)}, not the {_type_name(value)} {_short(value)}",
@@ -625,6 +630,7 @@ class _Verifier:
             return
         enum = prop.get("enum")
         if isinstance(enum, list) and not _has_template(value) and value not in enum:
+            enum = cast("list[Any]", enum)
             close = _close(value, [e for e in enum if isinstance(e, str)]) if isinstance(value, str) else None
             choices = ", ".join(repr(e) for e in enum)
             hint = f"did you mean {close!r}? " if close else ""
@@ -642,7 +648,7 @@ class _Verifier:
 
     def cycles(self) -> None:
         calls = {
-            pid: [s.skill for s in spec.walk() if s.skill in self.pipelines and s.skill is not None]
+            pid: [s.skill for s in spec.walk() if s.skill is not None and s.skill in self.pipelines]
             for pid, spec in self.pipelines.items()
         }
         me = self.spec.id
