@@ -179,7 +179,7 @@ class HelpWriter:
         from .source import PipelineSkill
 
         cache = self.service.home.cache_dir
-        todo = []
+        todo: list[tuple[PipelineSkill, str]] = []
         for skill in self.service.catalog:
             if isinstance(skill, PipelineSkill):
                 digest = skill.digest()

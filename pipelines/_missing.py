@@ -89,7 +89,7 @@ async def create_missing_skills(
         await ctx.info(f"creating the missing skill '{name}'")
 
         async def refresh() -> None:
-            await service.catalog.refresh(service.sources)
+            await service.catalog.refresh(list(service.sources))
 
         creation = await create_skill(
             ask, home=service.home, catalog=service.catalog, ctx=quiet, name=name, context=context, also_refresh=refresh

@@ -20,7 +20,7 @@ from jinja2 import nodes
 from skills._schema import ANY_JSON, nullable, typed
 
 from ._sandbox import ENVIRONMENT
-from .expressions import _lone_expression, is_template
+from .expressions import is_template, lone_expression
 
 if TYPE_CHECKING:
     from skills import Catalog
@@ -65,7 +65,7 @@ class _Inferer:
         self.inputs = spec.all_inputs()
         self.steps: dict[str, StepSpec] = {s.id: s for s in spec.steps}
 
-    def value(self, value: Any) -> dict[str, Any] | None:
+    def value(self, value: object) -> dict[str, Any] | None:
         if value is None:
             return {"type": "null"}
         if isinstance(value, dict):
@@ -81,7 +81,7 @@ class _Inferer:
             ast = ENVIRONMENT.parse(value)
         except Exception:  # any parse failure: the verifier reports it; here the type is just unknown
             return None
-        expr = _lone_expression(ast)
+        expr = lone_expression(ast)
         return {"type": "string"} if expr is None else self.expr(expr)
 
     def expr(self, node: nodes.Expr) -> dict[str, Any] | None:
@@ -131,7 +131,8 @@ class _Inferer:
         for key in keys:
             if schema is None or schema.get("type") != "object":
                 return None
-            schema = (schema.get("properties") or {}).get(key)
+            props: dict[str, Any] = schema.get("properties") or {}
+            schema = props.get(key)
         return _bare(schema)
 
     def step(self, step_id: str) -> dict[str, Any] | None:

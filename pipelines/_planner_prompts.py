@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from skills import Skill
 from skills.creator import fenced_blocks
@@ -123,16 +123,17 @@ def _entry(skill: Skill) -> str:
     return line
 
 
-def _arguments(schema: dict[str, Any]) -> str:
-    props = schema.get("properties") if isinstance(schema, dict) else None
+def _arguments(schema: object) -> str:
+    """One line of a skill's arguments; the schema comes from any skill, so its shape is checked."""
+    props = cast("dict[str, Any]", schema).get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict) or not props:
         return "(none)"
-    required = set(schema.get("required") or [])
-    parts = []
-    for name, prop in props.items():
-        prop = prop if isinstance(prop, dict) else {}
-        kind = prop.get("type", "any")
-        kind = "|".join(map(str, kind)) if isinstance(kind, list) else str(kind)
+    required: set[Any] = set(cast("dict[str, Any]", schema).get("required") or [])
+    parts: list[str] = []
+    for name, declared in cast("dict[str, Any]", props).items():
+        prop: dict[str, Any] = cast("dict[str, Any]", declared) if isinstance(declared, dict) else {}
+        given = prop.get("type", "any")
+        kind = "|".join(map(str, cast("list[Any]", given))) if isinstance(given, list) else str(given)
         text = f"{name}: {kind}" + ("*" if name in required else "")
         if "default" in prop:
             text += f" = {prop['default']!r}"[:40]

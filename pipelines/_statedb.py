@@ -16,7 +16,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 __all__ = ["is_corrupt", "set_aside"]
@@ -54,7 +54,7 @@ def _still_corrupt(db: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _locked(db: Path) -> Iterator[None]:
+def _locked(db: Path) -> Generator[None]:
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock, the re-check still guards most races

@@ -20,7 +20,7 @@ as `run_summary`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .errors import is_failure_record
 
@@ -77,9 +77,10 @@ def _failed(step: StepSpec, output: Any) -> bool:
     if is_failure_record(output):
         return True
     if step.for_ is not None and isinstance(output, list):
+        items = cast("list[Any]", output)
         if not step.steps:
-            return any(is_failure_record(item) for item in output)
-        return any(_inside(step.steps, item) for item in output)
+            return any(is_failure_record(item) for item in items)
+        return any(_inside(step.steps, item) for item in items)
     if step.calls:
         return False
     return _inside(step.children(), output)
@@ -89,4 +90,5 @@ def _inside(steps: list[StepSpec], outputs: Any) -> bool:
     """A `{substep: output}` mapping (a loop item, a branch, a group, a while's last iteration)."""
     if not isinstance(outputs, dict):
         return False
-    return any(_failed(s, outputs.get(s.id)) for s in steps)
+    by_id = cast("dict[str, Any]", outputs)
+    return any(_failed(s, by_id.get(s.id)) for s in steps)

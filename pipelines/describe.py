@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
 
@@ -65,7 +65,7 @@ def help_text(spec: PipelineSpec, *, description: bool = True) -> str:
 def _type_of(prop: dict[str, Any]) -> str:
     kind = prop.get("type")
     if isinstance(kind, list):
-        kind = " | ".join(str(k) for k in kind)
+        kind = " | ".join(str(k) for k in cast("list[Any]", kind))
     if kind == "array" and isinstance(prop.get("items"), dict) and isinstance(prop["items"].get("type"), str):
         kind = f"array of {prop['items']['type']}"
     return str(kind) if kind else "any"
@@ -142,15 +142,17 @@ def _placeholder(name: str, prop: dict[str, Any]) -> Any:
     if "example" in prop:
         return prop["example"]
     kind = prop.get("type")
-    kind = kind[0] if isinstance(kind, list) and kind else kind
-    return {
+    if isinstance(kind, list):  # its first type; an empty list names none
+        kind = cast("list[Any]", kind)[0] if kind else None
+    placeholders: dict[str, Any] = {
         "integer": 1,
         "number": 1.0,
         "boolean": True,
         "array": [],
         "object": {},
         "null": None,
-    }.get(str(kind), f"<{name}>")
+    }
+    return placeholders.get(str(kind), f"<{name}>")
 
 
 # -- mermaid --------------------------------------------------------------------------------------

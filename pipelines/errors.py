@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from skills.errors import ErrorType, SkillRunError
 
@@ -146,7 +146,7 @@ def failure_record(step_id: str, message: str) -> dict[str, Any]:
 
 def is_failure_record(value: Any) -> bool:
     """True for what `failure_record` made (the `failed` test of expressions: `{{ x is failed }}`)."""
-    return isinstance(value, Mapping) and value.get(FAILED_MARK) is True
+    return isinstance(value, Mapping) and cast("Mapping[str, Any]", value).get(FAILED_MARK) is True
 
 
 class RunLimitExceeded(StepFailed):

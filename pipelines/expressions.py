@@ -93,13 +93,14 @@ def is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
-def render(value: Any, scope: Mapping[str, Any]) -> Any:
+def render(value: object, scope: Mapping[str, Any]) -> Any:
     """Render every template string in a structure of dicts and lists (keys are left as they are)."""
     kind = type(value)
     if kind in _SCALARS:
         return value
     if kind is str or isinstance(value, str):
-        return _run(_compile(value, False), scope) if ("{{" in value or "{%" in value) else value
+        text = cast(str, value)
+        return _run(_compile(text, False), scope) if ("{{" in text or "{%" in text) else text
     if kind is dict or isinstance(value, Mapping):
         return {key: render(item, scope) for key, item in cast(Mapping[Any, Any], value).items()}
     if kind is list or isinstance(value, list | tuple):
@@ -115,10 +116,10 @@ def render_text(text: str, scope: Mapping[str, Any]) -> Any:
     return _run(_compile(text, False), scope)
 
 
-def evaluate(expression: str, scope: Mapping[str, Any]) -> Any:
+def evaluate(expression: str | bool, scope: Mapping[str, Any]) -> Any:
     """Evaluate an expression given with or without its braces (`"{{ x > 1 }}"` or `"x > 1"`).
 
-    A value that is not a string (YAML's `condition: true`) is returned as it is.
+    A YAML boolean (`condition: true`) is returned as it is.
     """
     if not isinstance(expression, str):
         return expression
@@ -136,8 +137,8 @@ def _run(program: _Program, scope: Mapping[str, Any]) -> Any:
             pass
         else:
             for key in path[1:]:
-                if type(value) is dict and key in value:
-                    value = value[key]
+                if type(value) is dict and key in (mapping := cast(dict[Any, Any], value)):
+                    value = mapping[key]
                 else:
                     break
             else:
@@ -251,7 +252,7 @@ def _compile(source: str, bare: bool) -> _Program:
             ast.set_environment(ENVIRONMENT)
         else:
             ast = ENVIRONMENT.parse(source)
-            expr = _lone_expression(ast)
+            expr = lone_expression(ast)
         _check(ast)
         reads = frozenset(meta.find_undeclared_variables(ast) - HELPERS.keys())
         names = frozenset(_unguarded(ast, set(reads)))
@@ -277,7 +278,7 @@ def _compile(source: str, bare: bool) -> _Program:
 _SYNTAX_HINT = "expressions look like {{ name.key }}, {{ items | length }}, {{ a if cond else b }}"
 
 
-def _lone_expression(ast: nodes.Template) -> nodes.Expr | None:
+def lone_expression(ast: nodes.Template) -> nodes.Expr | None:
     """The expression of a template that is one `{{ }}` with only whitespace around it."""
     if len(ast.body) != 1 or not isinstance(ast.body[0], nodes.Output):
         return None
@@ -341,7 +342,7 @@ def _rewrite(ast: nodes.Template, environment: PipelineEnvironment = ENVIRONMENT
     """Route every loop and every `~` through the sandbox's bounded versions."""
     for node in list(ast.find_all((nodes.For, nodes.Concat))):
         if isinstance(node, nodes.For):
-            node.iter = _filter(node.iter, _sandbox.ITER_FILTER, environment)
+            node.iter = _filter(cast(nodes.Expr, node.iter), _sandbox.ITER_FILTER, environment)
         else:
             node.nodes = [_filter(part, _sandbox.TEXT_FILTER, environment) for part in node.nodes]
 
@@ -482,7 +483,8 @@ def _parent(source: str, name: Any) -> str | None:
 
 
 def _explain_undefined(exc: UndefinedUse, source: str, scope: Mapping[str, Any]) -> ExpressionError:
-    name, obj = exc.name, exc.obj
+    name, obj = exc.name, cast(object, exc.obj)
+    kind = type(obj).__name__
     quoted = _quote(source)
     if obj is missing:
         message = f"undefined variable '{name}' in {quoted}"
@@ -507,7 +509,7 @@ def _explain_undefined(exc: UndefinedUse, source: str, scope: Mapping[str, Any])
         message = f"{owner} is null, so it has no '{name}' in {quoted}"
         hint = "check it first: {{ x.y if x else ... }}"
     else:
-        message = f"{owner} (a {type(obj).__name__}) has no attribute '{name}' in {quoted}"
+        message = f"{owner} (a {kind}) has no attribute '{name}' in {quoted}"
         hint = ""
     return ExpressionError(message, hint=hint, expression=source)
 

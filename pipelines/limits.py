@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -156,11 +156,11 @@ class ServerLimits:
         from skills._yaml import YAMLError, load_yaml
 
         try:
-            data = load_yaml(self.file.read_text(encoding="utf-8")) or {}
+            data: object = load_yaml(self.file.read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, YAMLError) as exc:
             log.error("%s cannot be read (%s); the default run limits apply", self.file, exc)
             return DEFAULT_LIMITS
-        section = data.get("runs") if isinstance(data, dict) else None
+        section: object = cast("dict[str, Any]", data).get("runs") if isinstance(data, dict) else None
         if section is None:
             return DEFAULT_LIMITS
         if not isinstance(section, dict):

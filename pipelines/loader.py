@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -55,7 +55,7 @@ def load_spec(text: str, file: str = "<pipeline>") -> tuple[PipelineSpec, Source
         issues.extend(_issues_of(exc, data, smap))
         issues.sort(key=lambda i: (i.line, i.col))
         error = VerificationError(f"{len(issues)} problem(s) in the pipeline", issues=issues)
-        partial = _without_bad_values(data, exc)
+        partial = _without_bad_values(cast("dict[str, Any]", data), exc)
         if partial is not None:
             _assign_paths(partial.steps, ("steps",))
             error.partial = (partial, smap)

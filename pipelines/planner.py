@@ -264,7 +264,7 @@ class _Planner:
             match = re.search(r"\brun ([0-9a-f]{12}) failed", attempt.error)
             attempt.run_id = match.group(1) if match else None
             return None
-        attempt.run_id = result.get("run_id") if isinstance(result, dict) else None
+        attempt.run_id = result.get("run_id")
         return result
 
     async def review(self, text: str, outputs: Any, run_id: str | None) -> ReviewVerdict:

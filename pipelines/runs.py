@@ -16,7 +16,7 @@ import json
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -104,7 +104,7 @@ class RunStore:
         self._migrated = False
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _connect(self) -> Generator[sqlite3.Connection]:
         self.db.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.db, timeout=30)
         try:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncGenerator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
@@ -134,8 +134,7 @@ class PipelineService:
         """Every published pipeline by id (later sources win, as in the Catalog)."""
         out: dict[str, PipelineSpec] = {}
         for source in self.sources:
-            if source._loaded:
-                out.update({s.spec.id: s.spec for s in source._skills.values()})
+            out.update(source.loaded_specs())
         return out
 
     def load_file(self, path: Path) -> PipelineSkill:
@@ -220,7 +219,7 @@ class PipelineService:
         run_id = run_id or new_run_id()
         started = ctx.extras.get(RUN_IDS_KEY)
         if isinstance(started, list):  # the caller keeps the run ids (to resume a parked call's run)
-            started.append(run_id)
+            cast("list[str]", started).append(run_id)
         artifacts = self.artifact_dir(skill.name, run_id)
         if self._queued(ctx, gate):
             source = await anyio.to_thread.run_sync(skill.body)
@@ -228,7 +227,7 @@ class PipelineService:
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
             return await self._through_queue(skill.name, run_id, ctx, resume=False)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
-        return await self._drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
+        return await self.drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
@@ -263,9 +262,9 @@ class PipelineService:
         else:
             skill = self.pipeline(record.pipeline)
         await self._store(self.store.resumed, run_id)
-        return await self._drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
+        return await self.drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
 
-    async def _drive(
+    async def drive(
         self,
         skill: PipelineSkill,
         inputs: dict[str, Any],
@@ -275,6 +274,7 @@ class PipelineService:
         resume: bool,
         gate: StepGate | None = None,
     ) -> dict[str, Any]:
+        """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too)."""
         from .runtime import run_pipeline
 
         artifacts = self.artifact_dir(skill.name, run_id)
@@ -366,7 +366,7 @@ class PipelineService:
         return AsyncSqliteSaver.from_conn_string(str(self.home.state_db))
 
     @asynccontextmanager
-    async def _checkpointer(self) -> AsyncIterator[Any]:
+    async def _checkpointer(self) -> AsyncGenerator[Any]:
         """One checkpointer shared by the runs under way (a pipeline calling another pipeline runs
         inside its parent's run; two SQLite connections would lock each other out)."""
         async with self._saver_lock:

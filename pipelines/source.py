@@ -198,6 +198,10 @@ class PipelineSource(FolderProvider):
     def specs(self) -> dict[str, PipelineSpec]:
         return {s.spec.id: s.spec for s in self.skills()}
 
+    def loaded_specs(self) -> dict[str, PipelineSpec]:
+        """The pipelines read so far, without reading the folder (none before its first refresh)."""
+        return {s.spec.id: s.spec for s in self._skills.values()}
+
     def refresh(self) -> bool:
         """Re-read changed files, then verify every pipeline (skills they call may have changed)."""
         self._loaded = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -47,11 +47,10 @@ Condition = Annotated[str, BeforeValidator(_condition_text)]
 
 
 def _state_names(value: Any) -> Any:
-    if isinstance(value, dict):
-        bad = [str(k) for k in value if not isinstance(k, str) or not STEP_ID.match(k)]
-        if bad:
-            names = ", ".join(bad)
-            raise ValueError(f"state variable names must be usable in expressions (letters, digits, _): {names}")
+    bad = _unusable_names(value)
+    if bad:
+        names = ", ".join(bad)
+        raise ValueError(f"state variable names must be usable in expressions (letters, digits, _): {names}")
     return value
 
 
@@ -98,18 +97,25 @@ class WhileSpec(_Model):
     """Hard stop; required in spirit: when omitted the cap is 100 and verification warns."""
 
 
+def _unusable_names(value: object) -> list[str]:
+    """The keys of a mapping that cannot be names in expressions."""
+    if not isinstance(value, dict):
+        return []
+    return [str(k) for k in cast("dict[Any, Any]", value) if not isinstance(k, str) or not STEP_ID.match(k)]
+
+
 class ElifBranch(_Model):
     """One `elif` branch: taken when no earlier branch was and `condition` is true."""
 
     condition: Condition
-    then: list[StepSpec] = Field(default_factory=list)
+    then: list[StepSpec] = Field(default_factory=list["StepSpec"])
 
 
 class IfSpec(_Model):
     """The `if` of a branching step; `elif:` and `else:` sit beside `if:` on the step."""
 
     condition: Condition
-    then: list[StepSpec] = Field(default_factory=list)
+    then: list[StepSpec] = Field(default_factory=list["StepSpec"])
 
 
 class StepSpec(_Model):
@@ -134,7 +140,7 @@ class StepSpec(_Model):
     for_: ForSpec | None = Field(default=None, alias="for")
     while_: WhileSpec | None = Field(default=None, alias="while")
     if_: IfSpec | None = Field(default=None, alias="if")
-    elif_: list[ElifBranch] = Field(default_factory=list, alias="elif")
+    elif_: list[ElifBranch] = Field(default_factory=list[ElifBranch], alias="elif")
     else_: list[StepSpec] | None = Field(default=None, alias="else")
     steps: list[StepSpec] | None = None
     """Nested steps: the body of a `for` or `while`, or a plain group."""
@@ -269,7 +275,8 @@ class PipelineSpec(_Model):
     @classmethod
     def _inputs_shorthand(cls, value: Any) -> Any:
         if isinstance(value, dict):  # `name: string` is accepted for `name: {type: string}`
-            return {k: ({"type": v} if isinstance(v, str) else ({} if v is None else v)) for k, v in value.items()}
+            given = cast("dict[Any, Any]", value)
+            return {k: ({"type": v} if isinstance(v, str) else ({} if v is None else v)) for k, v in given.items()}
         return value
 
     def all_inputs(self) -> dict[str, dict[str, Any]]:

@@ -109,9 +109,10 @@ def check_queue(url: str, timeout: float = 5.0) -> dict[str, object]:
     try:
         from redis import Redis
 
-        with Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout) as client:
-            client.ping()
-            version = str(client.info("server").get("redis_version", "?"))
+        # redis-py leaves the **kwargs of these methods untyped
+        with Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout) as client:  # pyright: ignore[reportUnknownMemberType]
+            client.ping()  # pyright: ignore[reportUnknownMemberType]
+            version = str(client.info("server").get("redis_version", "?"))  # pyright: ignore[reportUnknownMemberType]
     except ImportError as exc:
         return {"url": shown, "ok": False, "error": f"{exc.name} is not installed", "hint": _EXTRA_HINT}
     except Exception as exc:  # why: any failure to reach Redis is the finding itself

@@ -127,7 +127,7 @@ class WorkerHost:
             ctx = self._context(record.pipeline, run_id)
             ctx.progress_fn = _Progress(progress).report
             log.info("%s run %s of %s", "resuming" if resume else "starting", run_id, record.pipeline)
-            result = await self.service._drive(skill, record.inputs, ctx, run_id, resume=resume)
+            result = await self.service.drive(skill, record.inputs, ctx, run_id, resume=resume)
         except Exception as exc:  # why: every failure goes back to the caller as its envelope
             if not isinstance(exc, PipelineError | SkillsError):
                 log.exception("run %s stopped by an unexpected error", run_id)
@@ -179,7 +179,8 @@ class WorkerHost:
             if not isinstance(exc, PipelineError | SkillsError):
                 log.exception("item %d of step %s (run %s) failed unexpectedly", index + 1, step_id, run_id)
             outcome = failure(exc)
-            outcome["error"].setdefault("step", step_id)
+            if "error" in outcome:
+                outcome["error"].setdefault("step", step_id)
             return outcome
         await self._io(self.store.put_item, run_id, step_id, index, update, self.name)
         return {"status": "done"}
