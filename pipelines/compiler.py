@@ -124,7 +124,7 @@ class CompiledPipeline:
 
 def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     """Compile `spec` (already verified) to a LangGraph `StateGraph`."""
-    from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # see GraphBuilder
+    from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # py.typed only at the namespace root
 
     names = state_names(spec)
     builder = _Builder(names)
@@ -153,7 +153,7 @@ class _Builder:
     """Adds the nodes and edges of blocks of steps to one StateGraph."""
 
     def __init__(self, state_vars: list[str], bodies: dict[str, RunGraph] | None = None) -> None:
-        from langgraph.graph import StateGraph  # pyright: ignore[reportMissingTypeStubs]  # see GraphBuilder
+        from langgraph.graph import StateGraph  # pyright: ignore[reportMissingTypeStubs]  # py.typed only at the namespace root
 
         from .runtime import RunContext
 
@@ -261,7 +261,7 @@ class _Builder:
         return start, [done]
 
     def _parallel_for(self, step: StepSpec) -> tuple[str, list[str]]:
-        from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # see GraphBuilder
+        from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # py.typed only at the namespace root
 
         body_graph = None
         if step.steps:
