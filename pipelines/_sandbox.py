@@ -439,9 +439,9 @@ class PipelineEnvironment(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         """`a.b`: the key `b` of a mapping first, then a safe attribute."""
-        if type(obj) is dict:
+        if obj.__class__ is dict:  # not `type(obj)`: that narrows it to a dict of Unknowns, and a cast costs a call
             try:
-                return cast(dict[Any, Any], obj)[attribute]
+                return obj[attribute]
             except KeyError:
                 return self._missing_key(cast(dict[Any, Any], obj), attribute)
         if isinstance(obj, Undefined):
@@ -538,7 +538,7 @@ def _check_repeat(left: Any, right: Any) -> None:
     if isinstance(left, int) and isinstance(right, str | list | tuple):
         left, right = cast(Any, right), left
     if isinstance(left, str | list | tuple) and isinstance(right, int):
-        sequence = cast(Sequence[Any], left)
+        sequence = cast("Sequence[Any]", left)
         times = max(right, 0)
         if len(sequence) * times > MAX_ITEMS or measure(sequence) * times > MAX_SIZE:
             raise too_large(f"repeating a {type(sequence).__name__} {times:,} times")

@@ -93,14 +93,13 @@ def is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
-def render(value: object, scope: Mapping[str, Any]) -> Any:
+def render(value: Any, scope: Mapping[str, Any]) -> Any:
     """Render every template string in a structure of dicts and lists (keys are left as they are)."""
-    kind = type(value)
+    kind = value.__class__  # as `type(value)`, typed Any rather than type[Unknown]
     if kind in _SCALARS:
         return value
     if kind is str or isinstance(value, str):
-        text = cast(str, value)
-        return _run(_compile(text, False), scope) if ("{{" in text or "{%" in text) else text
+        return _run(_compile(value, False), scope) if ("{{" in value or "{%" in value) else value
     if kind is dict or isinstance(value, Mapping):
         return {key: render(item, scope) for key, item in cast(Mapping[Any, Any], value).items()}
     if kind is list or isinstance(value, list | tuple):
@@ -132,13 +131,13 @@ def _run(program: _Program, scope: Mapping[str, Any]) -> Any:
     path = program.path
     if path is not None:  # fast path: `{{ a }}`, `{{ a.b.c }}` over plain dicts, no Jinja involved
         try:
-            value = scope[path[0]]
+            value: Any = scope[path[0]]
         except KeyError:
             pass
         else:
             for key in path[1:]:
-                if type(value) is dict and key in (mapping := cast(dict[Any, Any], value)):
-                    value = mapping[key]
+                if value.__class__ is dict and key in value:  # as `type(value)`, without narrowing to Unknowns
+                    value = value[key]
                 else:
                     break
             else:
