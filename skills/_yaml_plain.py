@@ -113,6 +113,8 @@ _CONSTRUCT: dict[str, Callable[[SafeConstructor, yaml.ScalarNode], Scalar]] = {
 
 
 class _Nothing(Enum):
+    """The type of `_NOTHING` (an enum member, so that `is _NOTHING` narrows it away)."""
+
     NOTHING = "nothing"
 
 
