@@ -72,6 +72,7 @@ from skills import (
     Skill,
     SkillCancelledError,
     SkillContext,
+    SkillKind,
     SkillProvider,
     SkillsError,
     UnknownSkillError,
@@ -88,6 +89,7 @@ from . import __version__
 from ._access import Access
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
+from ._meta import MetaSkill, MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
 from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
@@ -110,7 +112,7 @@ __all__ = ["OrchestratorServer", "create_server"]
 
 log = logging.getLogger("mcp_server")
 
-_STARTS_AGENTS = frozenset({"agent", "pipeline", "meta"})
+_STARTS_AGENTS: frozenset[SkillKind] = frozenset({"agent", "pipeline", "meta"})
 """Calls that may start agents (agent skills, pipelines with agent steps, meta tools): they get the
 home's agent roles and a run budget."""
 _LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
@@ -157,6 +159,10 @@ class OrchestratorServer(MCPServer):
         self.watch = watch
         self.access = access or Access(home)
         """Allowed roots (the client's too) and isolation settings given to each call."""
+        self.meta = MetaSource(META_TOOLS, pipelines) if pipelines is not None else None
+        """The server's own tools (kind "meta"): a Catalog source of their own, registered last."""
+        if self.meta is not None:
+            catalog.add_provider(self.meta)
         self.pending: PendingPipelines | None = None
         """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
@@ -215,26 +221,21 @@ class OrchestratorServer(MCPServer):
         return self.catalogue == "on" or (self.catalogue == "auto" and len(self.catalog) > self.catalogue_threshold)
 
     async def list_tools(self) -> list[MCPTool]:
+        """One tool per skill of the Catalog; in catalogue mode the catalogue tools instead of the
+        skills, the server's own (meta) tools still listed."""
         cached = self._tool_cache
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
-        tools = catalogue_tools() if self.catalogue_active() else [_tool_of(skill) for skill in self.catalog]
-        if self.pipelines is not None:
-            tools += [_with_task_support(meta.tool, meta.tool.name in TASK_META_TOOLS) for meta in META_TOOLS.values()]
+        if self.catalogue_active():
+            tools = catalogue_tools() + [_tool_of(skill) for skill in self.catalog.tools() if skill.kind == "meta"]
+        else:
+            tools = [_tool_of(skill) for skill in self.catalog.tools()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
     async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
         tools, cursor = self.pager.page("tools/list", await self.list_tools(), params.cursor if params else None)
         return ListToolsResult(tools=tools, next_cursor=cursor)
-
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        skill = self.catalog.find(name)
-        if skill is None and name in META_TOOLS:
-            return META_TOOLS[name].tool.input_schema
-        if skill is None and name in CATALOGUE_TOOLS:
-            return CATALOGUE_TOOLS[name].input_schema
-        return None if skill is None else skill.input_schema
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -244,7 +245,7 @@ class OrchestratorServer(MCPServer):
         The call runs at once, or parked across 2026-07-28 input rounds, or as a task when the
         client asked for one (see `tasks`).
         """
-        if name in CATALOGUE_TOOLS and self.catalog.find(name) is None and self.catalogue_active():
+        if name in CATALOGUE_TOOLS and self.catalog.tool(name) is None and self.catalogue_active():
             return await call_catalogue(self, name, arguments, context)
         target = self.target(name)
         if isinstance(target, CallToolResult) and await self._caught_up():
@@ -252,7 +253,7 @@ class OrchestratorServer(MCPServer):
         if isinstance(target, CallToolResult):
             return target
         try:
-            check_arguments(name, self._tool_input_schema(name) or {}, arguments)
+            check_arguments(name, target.skill.input_schema, arguments)
         except SkillsError as exc:
             return error_result(
                 exc, where=where_in(getattr(target.skill, "root", None), exc), output_schema=target.output_schema
@@ -275,25 +276,14 @@ class OrchestratorServer(MCPServer):
 
     def target(self, name: str) -> CallTarget | CallToolResult:
         """The tool called `name` as the call path needs it (an unknown-tool envelope if none)."""
-        skill = self.catalog.find(name)
+        skill = self.catalog.tool(name)
         if skill is None:
-            if name in META_TOOLS and self.pipelines is not None:
-                meta = META_TOOLS[name]
-                schema = meta.tool.output_schema
-                return CallTarget(
-                    name=name,
-                    skill=_MetaSkill(name),
-                    output_schema=schema,
-                    may_task=name in TASK_META_TOOLS,
-                    run=lambda arguments, ctx: meta.handler(self.pipelines, arguments, ctx),  # type: ignore[arg-type]
-                    finish=lambda work, ctx: _finish_meta(name, schema, work),
-                )
             return error_result(self._unknown(name), where="name")
         return CallTarget(
             name=skill.name,
             skill=skill,
             output_schema=skill.output_schema,
-            may_task=skill.kind in ("pipeline", "agent"),
+            may_task=_may_task(skill),
             run=skill.run,
             finish=lambda work, ctx: _finish_skill(skill, work, ctx),
             is_pipeline=skill.kind == "pipeline",
@@ -336,7 +326,7 @@ class OrchestratorServer(MCPServer):
         context = Context(request_context=ctx, mcp_server=self, input_params=call)
         arguments = call.arguments or {}
         try:
-            check_arguments(call.name, self._tool_input_schema(call.name) or {}, arguments)
+            check_arguments(call.name, target.skill.input_schema, arguments)
         except SkillsError as exc:
             return _wire(error_result(exc, output_schema=target.output_schema))
         ttl = call.task.ttl if call.task is not None else None
@@ -398,7 +388,7 @@ class OrchestratorServer(MCPServer):
                 ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context, parked=parked)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
-        if getattr(skill, "kind", "meta") in _STARTS_AGENTS:  # two stats a call: not for the plain skills
+        if skill.kind in _STARTS_AGENTS:  # two stats a call: not for the plain skills
             ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
             if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
                 ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
@@ -727,8 +717,14 @@ def _tool_of(skill: Skill) -> MCPTool:
         input_schema=skill.input_schema,
         output_schema=skill.output_schema,
         annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
-        execution=ToolExecution(task_support="optional") if skill.kind in ("pipeline", "agent") else None,
+        execution=ToolExecution(task_support="optional") if _may_task(skill) else None,
     )
+
+
+def _may_task(skill: Skill) -> bool:
+    """Whether a call may run as a task: pipelines, agents and the long meta tools (create_skill,
+    plan_and_run, orchestrate, spawn_agent, run_pipeline: `MetaTool.long_running`)."""
+    return skill.kind in ("pipeline", "agent") or (isinstance(skill, MetaSkill) and skill.long_running)
 
 
 LOG_ORDER: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -757,13 +753,6 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
         await pending
 
     return send
-
-
-class _MetaSkill:
-    """Just enough of a Skill for `skill_context` to build a meta tool's context."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
@@ -800,11 +789,6 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     return extras
 
 
-TASK_META_TOOLS = frozenset(name for name, meta in META_TOOLS.items() if meta.long_running)
-"""Meta tools that may run as tasks (besides every pipeline and agent skill): the long work of
-`MetaTool.long_running` (create_skill, plan_and_run, orchestrate, spawn_agent, run_pipeline)."""
-
-
 async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolResult:
     """A skill's work made its result: the value, or the envelope of what went wrong."""
     name, schema = skill.name, skill.output_schema
@@ -830,26 +814,12 @@ async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolR
     return result
 
 
-async def _finish_meta(name: str, schema: dict[str, Any] | None, work: Any) -> CallToolResult:
-    try:
-        return await work()  # type: ignore[no-any-return]
-    except SkillsError as exc:
-        log.info("tool %s failed: %s", name, exc)
-        return error_result(exc, output_schema=schema)
-    except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
-        return _internal(name, schema)
-
-
 def _declares_tasks(request: Any) -> bool:
     """Whether a 2026-07-28 request declares the tasks extension (then it may get a task)."""
     if request.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return False
     caps = request.session.client_capabilities
     return bool(caps is not None and caps.extensions and TASKS_EXTENSION in caps.extensions)
-
-
-def _with_task_support(tool: MCPTool, may_task: bool) -> MCPTool:
-    return tool.model_copy(update={"execution": ToolExecution(task_support="optional")}) if may_task else tool
 
 
 def _with_tasks(options: Any) -> Any:
