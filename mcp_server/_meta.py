@@ -20,7 +20,7 @@ from mcp_types import Tool as MCPTool
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
-    from skills import LoadProblem, SkillContext
+    from skills import LoadProblem, Skill, SkillContext
 
 __all__ = ["MetaSkill", "MetaSource", "MetaTool", "structured"]
 
@@ -85,9 +85,9 @@ class MetaSource:
     label = "meta tools"
 
     def __init__(self, tools: Mapping[str, MetaTool], service: PipelineService) -> None:
-        self._skills = [MetaSkill(meta, service) for meta in tools.values()]
+        self._skills: list[Skill] = [MetaSkill(meta, service) for meta in tools.values()]
 
-    def skills(self) -> list[MetaSkill]:
+    def skills(self) -> list[Skill]:
         return list(self._skills)
 
     def problems(self) -> list[LoadProblem]:

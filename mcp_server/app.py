@@ -11,11 +11,11 @@ import logging
 import os
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
@@ -23,6 +23,7 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -37,6 +38,7 @@ from mcp_types import (
     ListPromptsResult,
     ListResourcesResult,
     ListToolsResult,
+    LoggingLevel,
     NotificationParams,
     PaginatedRequestParams,
     PromptMessage,
@@ -146,7 +148,7 @@ class OrchestratorServer(MCPServer):
             version=__version__,
             instructions=INSTRUCTIONS,
             log_level="WARNING",
-            lifespan=_lifespan,
+            lifespan=lambda _: self._lifespan(),
             extensions=[SkillsExtension(lambda: self.catalog, pager)],
         )
         self.pager = pager
@@ -177,11 +179,16 @@ class OrchestratorServer(MCPServer):
         # the HTTP session manager asks `create_initialization_options()` with no arguments.
         create = low.create_initialization_options
         changes = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
-        low.create_initialization_options = (  # type: ignore[method-assign]
-            lambda notification_options=None, *a, **k: _with_tasks(
-                create(notification_options or (changes if self.list_changed_to_handshake_clients else None), *a, **k)
-            )
-        )
+
+        def initialization_options(
+            notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+        ) -> InitializationOptions:
+            notify = notification_options or (changes if self.list_changed_to_handshake_clients else None)
+            return _with_tasks(create(notify, experimental_capabilities, extensions))
+
+        low.create_initialization_options = initialization_options
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
         self.access.install(low)
         # Logging (handshake era: `logging/setLevel` per session) and completion are declared
@@ -205,7 +212,8 @@ class OrchestratorServer(MCPServer):
         """
         if ctx.method not in _LISTINGS:
             return await call_next(ctx)
-        cursor = (ctx.params or {}).get("cursor")
+        params: dict[str, Any] = ctx.params or {}
+        cursor = params.get("cursor")
         key = (ctx.method, ctx.protocol_version or "", self.catalog.version, cursor if isinstance(cursor, str) else "")
         hit = self._wire_cache.get(key)
         if hit is None:
@@ -237,7 +245,7 @@ class OrchestratorServer(MCPServer):
         tools, cursor = self.pager.page("tools/list", await self.list_tools(), params.cursor if params else None)
         return ListToolsResult(tools=tools, next_cursor=cursor)
 
-    async def call_tool(
+    async def call_tool(  # pyright: ignore[reportIncompatibleMethodOverride]  # the SDK's type omits the tasks extension's result (a dict), which its handler passes on as it is
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         """Run one tool call; every failure is the error envelope of SPEC 7 (see `_results`).
@@ -255,10 +263,8 @@ class OrchestratorServer(MCPServer):
         try:
             check_arguments(name, target.skill.input_schema, arguments)
         except SkillsError as exc:
-            return error_result(
-                exc, where=where_in(getattr(target.skill, "root", None), exc), output_schema=target.output_schema
-            )
-        if context is not None and context.request_context is not None and self.home is not None:
+            return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
+        if context is not None and self.home is not None:  # `request_context` raises outside a request
             request = context.request_context
             if target.may_task and _declares_tasks(request):
                 return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
@@ -308,7 +314,7 @@ class OrchestratorServer(MCPServer):
         A middleware, not the handler: the SDK checks a handler's `tools/call` result against
         `CallToolResult` in that era, and a task is another shape.
         """
-        params = ctx.params or {}
+        params: dict[str, Any] = ctx.params or {}
         if ctx.method != "tools/call" or "task" not in params or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await call_next(ctx)
         from mcp_types import CallToolRequestParams
@@ -381,7 +387,7 @@ class OrchestratorServer(MCPServer):
         run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
         runs = self._runs_dir
         ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
-        if context is not None and context.request_context is not None:
+        if context is not None:  # `request_context` raises outside a request
             ctx.progress_fn = context.report_progress
             ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
             if not parked:  # a parked call outlives its request: the client is asked through the inbox
@@ -560,7 +566,7 @@ class OrchestratorServer(MCPServer):
         """Tell every connected client that tools, prompts and resources changed (both eras)."""
         for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
             await self._subscriptions.publish(event)
-        alive = []
+        alive: list[Any] = []
         for session in self._legacy_sessions:
             try:
                 await session.send_tool_list_changed()
@@ -583,7 +589,7 @@ class OrchestratorServer(MCPServer):
         return await self.catalog.refresh()
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
+    async def running(self) -> AsyncGenerator[None]:
         """The server's background work while inside: live reload and the upstream MCP servers.
 
         Upstreams connect in the background and never delay a client's initialize; their tools
@@ -627,7 +633,7 @@ class OrchestratorServer(MCPServer):
         await self.catalog.refresh(list(self.pipelines.sources))
 
     @asynccontextmanager
-    async def watching(self) -> AsyncIterator[None]:
+    async def watching(self) -> AsyncGenerator[None]:
         """Watch the skill folders while inside; changes update the Catalog and notify clients."""
         if not self.watch:
             yield
@@ -645,7 +651,7 @@ class OrchestratorServer(MCPServer):
                 stop.set()
 
     async def _watch_loop(self, ready: anyio.Event, stop: anyio.Event) -> None:
-        from watchfiles import awatch
+        from watchfiles import awatch  # pyright: ignore[reportUnknownVariableType]  # its stop_event names trio's Event (trio is not installed)
 
         by_path: dict[Path, SkillProvider] = {}
         for provider in self.catalog.providers:
@@ -682,6 +688,19 @@ class OrchestratorServer(MCPServer):
                 log.warning("reload failed: %s", exc)
 
     # -- running -------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _lifespan(self) -> AsyncGenerator[dict[str, Any]]:
+        """Count the server's open lifespans; when the last ends, stop what still runs (its runs
+        are recorded as cancelled, resumable) so that nothing outlives the server."""
+        self._lifespans += 1
+        try:
+            yield {}
+        finally:
+            self._lifespans -= 1
+            if self._lifespans == 0 and "tasks" in self.__dict__:
+                with anyio.CancelScope(shield=True):
+                    await self.tasks.aclose()
+
     async def run_stdio_async(self) -> None:
         """Serve over stdio (also what `mcp run` / `mcp dev` call), with live reload."""
         from mcp.server.stdio import stdio_server
@@ -741,7 +760,7 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
     request_id = context.request_context.request_id
     caller = _caller_of(session)
 
-    async def send(level: str, message: str) -> None:
+    async def send(level: LoggingLevel, message: str) -> None:
         getattr(log, level)("%s: %s", skill, message)
         if LOG_ORDER.index(level) < levels.get(caller, 0):
             return  # below the level this client set with logging/setLevel
@@ -749,7 +768,8 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
         # the Inspector) show a tool's activity; the SDK drops it where the client did not opt in.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            pending = session.send_log_message(level, message, logger=skill, related_request_id=request_id)
+            send_log = session.send_log_message  # pyright: ignore[reportDeprecated]  # on purpose: see above
+            pending = send_log(level, message, logger=skill, related_request_id=request_id)
         await pending
 
     return send
@@ -822,7 +842,7 @@ def _declares_tasks(request: Any) -> bool:
     return bool(caps is not None and caps.extensions and TASKS_EXTENSION in caps.extensions)
 
 
-def _with_tasks(options: Any) -> Any:
+def _with_tasks(options: InitializationOptions) -> InitializationOptions:
     """Handshake-era capabilities say that tools may run as tasks (2025-11-25 core tasks)."""
     options.capabilities.tasks = ServerTasksCapability(
         list=TasksListCapability(),
@@ -834,20 +854,6 @@ def _with_tasks(options: Any) -> Any:
 
 def _wire(result: CallToolResult) -> dict[str, Any]:
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-@asynccontextmanager
-async def _lifespan(server: OrchestratorServer) -> AsyncIterator[dict[str, Any]]:
-    """Count the server's open lifespans; when the last ends, stop what still runs (its runs
-    are recorded as cancelled, resumable) so that nothing outlives the server."""
-    server._lifespans += 1
-    try:
-        yield {}
-    finally:
-        server._lifespans -= 1
-        if server._lifespans == 0 and "tasks" in server.__dict__:
-            with anyio.CancelScope(shield=True):
-                await server.tasks.aclose()
 
 
 def create_server(
@@ -903,6 +909,7 @@ def create_server(
     elif servers:
         log.error("--servers %s does not exist; no upstream servers imported", servers_file)
     service = None
+    cached: dict[str, Any] = {}  # the server's cached `models` and `roles`, made here already
     if pipelines:
         from adapters.models import ModelService
         from pipelines.service import PipelineService
@@ -919,6 +926,7 @@ def create_server(
         )
         for warning in unknown_models(catalog, model_service.registry.known()):
             log.warning("%s", warning)
+        cached = {"models": model_service, "roles": roles}  # one registry and one book of roles for the server
     home.record(catalog)
     access = Access(home, allow_dirs)
     server = OrchestratorServer(
@@ -936,9 +944,7 @@ def create_server(
     for problem in server.pending.sort_out(catalog.problems()):
         skipped = all(p.severity == "warning" for p in problem.problems)
         log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
-    if service is not None:
-        server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
-        server.__dict__["roles"] = roles  # and one book of agent roles
+    server.__dict__.update(cached)
     return server
 
 
@@ -953,4 +959,7 @@ def _lists_servers(path: Path) -> bool:
         data = load_json(read_bounded(path))
     except (OSError, ValueError):  # JSONDecodeError (also for too deep / too long), UnicodeDecodeError
         return True
-    return not (isinstance(data, dict) and data.get("mcpServers") == {} and len(data) == 1)
+    if not isinstance(data, dict):
+        return True
+    config = cast("dict[str, Any]", data)
+    return not (config.get("mcpServers") == {} and len(config) == 1)
