@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel.helper_types import ReadResourceContents
-from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.models import InitializationOptions
@@ -202,6 +202,11 @@ class OrchestratorServer(MCPServer):
         if home is not None:  # tasks need a home (their records live in its state.sqlite)
             install(low, lambda: self.tasks)
             low.middleware.append(self._core_task_calls)
+
+    @property
+    def lowlevel(self) -> Server[Any]:
+        """The SDK's low-level server under this one (the HTTP transport runs it)."""
+        return self._lowlevel_server
 
     async def _cached_listings(self, ctx: Any, call_next: Any) -> Any:
         """Serve repeated list requests from their wire form.
