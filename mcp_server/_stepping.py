@@ -66,7 +66,7 @@ class ElicitGate:
         answer = await self.elicit(ElicitRequestFormParams(message=message, requested_schema=_ASK))
         action = answer.content.get("action") if answer.action == "accept" and answer.content else None
         if action in ("continue", "stop", "rerun"):
-            return action  # type: ignore[return-value]
+            return action
         return "stop"  # declined, dismissed or unreadable: stop where it is (it can be resumed)
 
 

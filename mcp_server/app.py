@@ -607,12 +607,11 @@ class OrchestratorServer(MCPServer):
                 tg.start_soon(shared.listen, self._shared_changed)
             if self.pipelines is not None:  # overviews of the pipelines' help, with the API only
                 tg.start_soon(self.help_writer.run)
-            if self.servers is not None:
+            servers = self.servers
+            if servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
                 after = self.pending.check if self.pending is not None else None
-                tg.start_soon(
-                    lambda: self.servers.run(self.catalog, dependents=dependents, after_refresh=after)  # type: ignore[union-attr]
-                )
+                tg.start_soon(lambda: servers.run(self.catalog, dependents=dependents, after_refresh=after))
             try:
                 yield
             finally:

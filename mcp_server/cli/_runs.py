@@ -158,7 +158,7 @@ def _tasks(args: argparse.Namespace) -> list[TaskRecord]:
     orphans = {t.task_id for t in store.orphans()}
     found = store.list(args.limit)
     # A task whose server process is gone shows as interrupted (the server reports it failed when it next starts).
-    return [t.with_(status="interrupted") if t.task_id in orphans else t for t in found]  # type: ignore[arg-type]
+    return [t.with_(status="interrupted") if t.task_id in orphans else t for t in found]
 
 
 def _task_json(task: TaskRecord) -> dict[str, Any]:
