@@ -30,6 +30,8 @@ from .._results import cancel_pending, error_result
 from ._execution import Execution
 
 if TYPE_CHECKING:
+    from skills import Skill
+
     from ._service import TaskService
 
 __all__ = ["RUN_IDS_KEY", "CallTarget", "continue_in_rounds", "identity_of"]
@@ -47,8 +49,8 @@ class CallTarget:
     """A tool as the call path needs it."""
 
     name: str
-    skill: Any
-    """The Skill (or a meta tool's stand-in) the call's context is made for."""
+    skill: Skill
+    """The Skill called (a meta tool is one too): its context is made for it."""
     output_schema: dict[str, Any] | None
     may_task: bool
     """Whether the tool may run as a task (pipelines, agents, create_skill, plan_and_run, ...)."""
