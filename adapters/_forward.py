@@ -105,7 +105,7 @@ class InFlight:
     clock: CallClock
     caller: Any = field(default=None)
     """Who made the call (`ctx.extras["caller"]`, e.g. our client's session); the call itself if unknown."""
-    asking: set[anyio.CancelScope] = field(default_factory=set[anyio.CancelScope])
+    asking: set[anyio.CancelScope] = field(default_factory=lambda: set())  # typed: not `set`; cheap: not `set[...]`
     """Questions forwarded to our client for this call, abandoned when the call ends."""
 
     def __post_init__(self) -> None:
