@@ -25,8 +25,8 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from skills import Home, SkillContext
-from skills.isolation import IsolationSettings, load_settings, probe
-from skills.roots import AllowedRoots, current_roots
+from skills.core.roots import AllowedRoots, current_roots
+from skills.executors.isolation import IsolationSettings, load_settings, probe
 
 __all__ = ["Access"]
 

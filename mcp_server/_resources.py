@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from skills.discovery import is_hidden
-from skills.errors import clip
+from skills.core.discovery import is_hidden
+from skills.core.errors import clip
 
 __all__ = ["MAX_RESOURCE_BYTES", "RESOURCE_NOT_FOUND", "ResourceRefused", "read_skill_file", "resource_error"]
 

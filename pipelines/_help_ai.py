@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from skills import SkillContext, SkillRunError
-from skills.models import ModelAccess
+from skills.core.models import ModelAccess
 
 from .describe import help_text
 from .spec import PipelineSpec

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from skills._positions import Path_, Positions, walk
-from skills._yaml import YAMLLimitError, compose_yaml, mark_of
+from skills.core._positions import Path_, Positions, walk
+from skills.core._yaml import YAMLLimitError, compose_yaml, mark_of
 
 from .errors import Issue, VerificationError
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skills.errors import ErrorType, SkillRunError
+from skills.core.errors import ErrorType, SkillRunError
 
 __all__ = [
     "FAILED_MARK",

@@ -153,7 +153,7 @@ class ServerLimits:
         return self._limits
 
     def _load(self) -> RunLimits:
-        from skills._yaml import YAMLError, load_yaml
+        from skills.core._yaml import YAMLError, load_yaml
 
         try:
             data = load_yaml(self.file.read_text(encoding="utf-8")) or {}

@@ -25,7 +25,7 @@ from skills import (
     SkillsError,
     SkillSource,
 )
-from skills.catalog import FolderProvider
+from skills.core.catalog import FolderProvider
 
 from ._yamlmap import SourceMap
 from .errors import Issue, PipelineError, RunCancelled, RunLimitError, RunLimitExceeded, StepFailed, VerificationError
@@ -34,7 +34,7 @@ from .spec import PipelineSpec
 
 if TYPE_CHECKING:
     from skills import Catalog
-    from skills.roles import RoleBook
+    from skills.core.roles import RoleBook
 
     from .compiler import CompiledPipeline
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from jsonschema.validators import validator_for
 
-from skills._fastcheck import compile_check
+from skills.core._fastcheck import compile_check
 
 SCHEMAS: list[dict[str, Any]] = [
     {

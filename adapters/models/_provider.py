@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from skills.models import Completion
+from skills.core.models import Completion
 
 from .registry import ModelInfo
 

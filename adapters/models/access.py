@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from skills import Home, SkillContext, SkillRunError
-from skills.models import Completion, NoModelProviderError, Usage
+from skills.core.models import Completion, NoModelProviderError, Usage
 
 from ._provider import ModelProvider, ModelRequest
 from ._rounds import INBOX_KEY, InputInbox

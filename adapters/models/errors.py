@@ -16,7 +16,7 @@ file, line, field and hint; the server then runs on the shipped defaults. Runtim
 from __future__ import annotations
 
 from skills import DefinitionError, SkillRunError
-from skills.models import NoModelProviderError, UnknownModelError
+from skills.core.models import NoModelProviderError, UnknownModelError
 
 __all__ = ["ModelProviderError", "ModelRegistryError", "NoModelProviderError", "UnknownModelError"]
 

@@ -45,7 +45,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from skills import SkillRunError
-from skills.models import Completion, Usage
+from skills.core.models import Completion, Usage
 
 from ._provider import ModelRequest
 from ._rounds import InputInbox

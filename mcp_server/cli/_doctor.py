@@ -71,8 +71,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def diagnose(args: argparse.Namespace) -> dict[str, Any]:
-    from skills.isolation import load_settings, probe
-    from skills.roots import AllowedRoots
+    from skills.core.roots import AllowedRoots
+    from skills.executors.isolation import load_settings, probe
 
     the_home = home(args)
     isolation = probe(load_settings(the_home.root))
@@ -133,7 +133,7 @@ def _checked(found: dict[str, Any]) -> str:
 
 def _skills(args: argparse.Namespace) -> dict[str, Any]:
     """What the skills roots give: published skills, name clashes (who wins), folders skipped."""
-    from skills.sources import RootReport, report_roots
+    from skills.core.sources import RootReport, report_roots
 
     from ._common import server
 

@@ -327,7 +327,7 @@ def _command(target: str, arguments: dict[str, Any]) -> str:
 
 def _stays_a_string(text: str) -> bool:
     """True when `--input k=TEXT` gives back the string (it does not parse as JSON)."""
-    from skills._json import load_json
+    from skills.core._json import load_json
 
     try:
         load_json(text)

@@ -102,7 +102,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         ctx.extras["catalog"] = orchestrator.catalog
         if service.roles is not None:  # agents' roles of this worker's home
-            from skills.roles import ROLES_KEY
+            from skills.core.roles import ROLES_KEY
 
             ctx.extras[ROLES_KEY] = service.roles()
         return ctx

@@ -14,9 +14,9 @@ import threading
 import tokenize
 import warnings
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _WARNINGS_LOCK = threading.Lock()
 _NOISE = {

@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from skills._regex import HINT as PATTERN_HINT
-from skills._regex import PatternError, compile_pattern
-from skills.errors import SkillRunError
+from skills.core._regex import HINT as PATTERN_HINT
+from skills.core._regex import PatternError, compile_pattern
+from skills.core.errors import SkillRunError
 
 _MISSING = object()
 _OPS = ("==", "!=", ">", ">=", "<", "<=", "in", "not_in", "contains", "matches",

@@ -22,11 +22,11 @@ from typing import Any
 
 import anyio
 
-from skills._confine import SYSTEM_PATH, Jail, Jailed
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.isolation import isolation_of
-from skills.roots import allowed_path, roots_of
+from skills.executors._confine import SYSTEM_PATH, Jail, Jailed
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.executors.isolation import isolation_of
+from skills.core.roots import allowed_path, roots_of
 
 _OUTPUT_TAIL = 8000
 _DETAILS = 2000

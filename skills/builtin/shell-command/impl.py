@@ -21,10 +21,10 @@ from pathlib import Path, PurePosixPath
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from skills._confine import SYSTEM_PATH, Jail, Jailed
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.isolation import isolation_of
+from skills.executors._confine import SYSTEM_PATH, Jail, Jailed
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.executors.isolation import isolation_of
 
 _NPROC = 128
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
 
 
 def safe_target(base: Path, path: str) -> Path:

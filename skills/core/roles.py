@@ -236,7 +236,7 @@ async def spawn_agent(
         UnknownRoleError: no such role. ArgumentsError: `given` widens the role's allow-list.
         NoModelProviderError: no model can be asked.
     """
-    from ._agent import run_agent
+    from ..executors._agent import run_agent
     from .contract import RunSpec, SkillContract
 
     book = ctx.extras.get(ROLES_KEY)

@@ -134,7 +134,7 @@ def _die_with_parent() -> None:
 
 
 def _context(request: dict[str, Any], out: int) -> Any:
-    from .base import SkillContext
+    from ..core.base import SkillContext
 
     info = request["ctx"]
 
@@ -194,7 +194,7 @@ def _entry(request: dict[str, Any]) -> Any:
 
 def _serve_one(request: dict[str, Any], out: int) -> tuple[Any, ...]:
     """Run one call; its final reply (progress and log messages are written as they come)."""
-    from .errors import SkillsError
+    from ..core.errors import SkillsError
 
     ctx = None
     began = time.perf_counter()  # again once the module is loaded: the pool wants the skill's own time
@@ -296,7 +296,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the module's importable twin, so that `Opaque` pickles as `skills._worker.Opaque`.
-    from skills._worker import main as _main
+    # Run the module's importable twin, so that `Opaque` pickles as `skills.executors._worker.Opaque`.
+    from skills.executors._worker import main as _main
 
     _main()

@@ -118,7 +118,7 @@ class FolderSkill:
 
     @cached_property
     def _agent_output(self) -> dict[str, Any]:
-        from ._agent import agent_output_schema
+        from ..executors._agent import agent_output_schema
 
         assert self.contract is not None
         return agent_output_schema(self.contract.outputs)
@@ -220,19 +220,19 @@ class FolderSkill:
             }
         run = contract.run
         if run.python:
-            from ._python import run_python
+            from ..executors._python import run_python
 
             # Built-ins that start processes (run-tests, shell-command) confine them with the
             # network their own skill.yaml allows (a plain value: it reaches a worker process too).
             ctx.limits = {**ctx.limits, "network": contract.network}
             return await run_python(self._root, run.python, self.name, arguments, ctx, contract.timeout)
         if run.script:
-            from ._script import run_script
+            from ..executors._script import run_script
 
             program = inside(self._root, run.script)
             if program is None:
                 raise SkillRunError(f"'{self.name}': run.script points outside the skill folder")
-            from .isolation import isolation_of
+            from ..executors.isolation import isolation_of
 
             return await run_script(
                 program,
@@ -249,10 +249,10 @@ class FolderSkill:
                 isolation=await anyio.to_thread.run_sync(isolation_of, ctx.extras),
             )
         if run.agent is not None:
-            from ._agent import run_agent
+            from ..executors._agent import run_agent
 
             return await run_agent(self, contract, arguments, ctx)
-        from ._prompt import run_prompt
+        from ..executors._prompt import run_prompt
 
         template = inside(self._root, run.prompt or "")
         if template is None or not template.is_file():

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._yaml import YAMLError, load_yaml
+from ..core._yaml import YAMLError, load_yaml
 
 if TYPE_CHECKING:
     from ._bwrap import BwrapMode

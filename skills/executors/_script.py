@@ -32,9 +32,9 @@ import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from ..core.base import LogFn, LogLevel
+from ..core.errors import OutputError, SkillRunError, SkillTimeoutError
 from ._confine import PYTHON, RUN_PYTHON, SYSTEM_PATH, Jail, Jailed
-from .base import LogFn, LogLevel
-from .errors import OutputError, SkillRunError, SkillTimeoutError
 from .isolation import Isolation, probe
 
 __all__ = ["run_script"]

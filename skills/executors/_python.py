@@ -30,10 +30,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from . import errors
+from ..core import errors
+from ..core.base import SkillContext
+from ..core.errors import SkillCancelledError, SkillRunError, SkillsError, SkillTimeoutError
 from ._worker import SKILL_MODULE_PREFIX
-from .base import SkillContext
-from .errors import SkillCancelledError, SkillRunError, SkillsError, SkillTimeoutError
 
 log = logging.getLogger("skills.loader")
 

@@ -28,7 +28,7 @@ from ._worker import _HEADER, MAX_FRAME
 
 __all__ = ["Call", "StoppedAtStart", "Worker", "WorkerDied", "frame"]
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 ATOMIC = select.PIPE_BUF
 """A write of at most this many bytes to a pipe is all or nothing: queued requests and skips
 are written whole without waiting, so a task never leaves half a frame in the pipe."""
@@ -92,7 +92,7 @@ class Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "skills._worker"],
+            [sys.executable, "-m", "skills.executors._worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
