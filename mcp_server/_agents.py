@@ -54,7 +54,7 @@ _TALLY = {
 
 
 async def _spawn(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from skills.core.roles import spawn_agent
+    from skills.executors.spawn import spawn_agent
 
     given: dict[str, Any] = dict(args.get("limits") or {})
     for key in ("skills", "model", "thinking"):

@@ -23,6 +23,10 @@ from .core.folder import FolderSkill, check_folder, load_folder
 from .core.home import BUILTIN_SKILLS_DIR, Home
 from .core.roots import AllowedRoots, PathNotAllowedError
 from .core.sources import FolderSource, RootReport
+
+# Registers the executors of folder skills with the core (`skills.core.runner`): every way into
+# the package passes here, so a folder skill can always run.
+from .executors import runners as _runners  # noqa: F401
 from .executors.isolation import Isolation, IsolationSettings
 
 __all__ = [

@@ -27,7 +27,7 @@ BUILTIN_SKILLS_DIR = Path(__file__).resolve().parent.parent / "builtin"
 DEFAULT_MODELS_FILE = Path(__file__).resolve().parent.parent / "defaults" / "models.yaml"
 """The shipped model registry (SPEC 6), installed as `models/registry.yaml`."""
 DEFAULT_ROLES_FILE = Path(__file__).resolve().parent.parent / "defaults" / "roles.yaml"
-"""The shipped agent roles (`skills.roles`), installed as `agents/roles.yaml`."""
+"""The shipped agent roles (`skills.core.roles`), installed as `agents/roles.yaml`."""
 _MANIFEST = ".install-manifest.json"
 _REGISTRY_HEADER = """\
 # Skills known to this orchestrator home (docs/skills.md#the-registry).

@@ -1,10 +1,10 @@
 """One worker process seen from the server: its pipes, the calls it holds in order, their replies.
 
-A worker runs its calls one at a time in the order they were sent (see `skills._worker`), so the
+A worker runs its calls one at a time in the order they were sent (see `skills.executors._worker`), so the
 server knows which call every reply belongs to without ids on the replies: the first call of
 `inflight` is the one running (or about to run), and its final reply comes before the next
 call's first. Reading is done by one task at a time, the task of the first call still wanted
-(see `skills._pool`); it parses frames out of `buffer`, where the replies of the calls queued
+(see `skills.executors._pool`); it parses frames out of `buffer`, where the replies of the calls queued
 behind it may already wait.
 """
 
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ._worker import _HEADER, MAX_FRAME
+from ._wire import _HEADER, MAX_FRAME
 
 __all__ = ["Call", "StoppedAtStart", "Worker", "WorkerDied", "frame"]
 

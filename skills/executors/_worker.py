@@ -1,6 +1,6 @@
-"""The worker process that runs synchronous python skills (started by `skills._pool`).
+"""The worker process that runs synchronous python skills (started by `skills.executors._pool`).
 
-    python -m skills._worker      # speaks length-prefixed pickle frames on its stdin/stdout
+    python -m skills.executors._worker      # speaks length-prefixed pickle frames on its stdin/stdout
 
 Why a process: a runaway skill (a `while True`, a C call such as a backtracking regex or a
 10**10**8 power that holds the GIL) stops every client of an in-process server, and a thread
@@ -35,18 +35,13 @@ import os
 import pickle
 import select
 import signal
-import struct
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-_HEADER = struct.Struct("!I")
-SKILL_MODULE_PREFIX = "_orchestrator_skill_"
-"""The private module names under which `skills._python.load_entry` imports skill modules."""
-MAX_FRAME = 256 << 20
-"""Largest frame either side sends: a skill's result above this is refused as too large."""
+from ._wire import _HEADER, MAX_FRAME, SKILL_MODULE_PREFIX
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:

@@ -45,8 +45,6 @@ __all__ = [
 
 log = logging.getLogger("skills.isolation")
 
-SANDBOX_USER = 65534
-"""uid and gid (`nobody`) a root server's confined processes run as."""
 _PROBE_TIMEOUT = 20.0
 
 
@@ -192,7 +190,7 @@ def _run_probe(bwrap: str) -> Isolation:
     import subprocess
     import tempfile
 
-    from ._bootstrap import bootstrap_argv
+    from ._bootstrap import SANDBOX_USER, bootstrap_argv
     from ._bwrap import bwrap_argv
 
     mode: BwrapMode = "root" if os.geteuid() == 0 else "userns"

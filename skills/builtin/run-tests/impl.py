@@ -1,6 +1,6 @@
 """run-tests: run pytest in a confined subprocess and summarise its JUnit XML report.
 
-The tests are code the server did not write, so pytest runs in a jail (`skills._confine`):
+The tests are code the server did not write, so pytest runs in a jail (`skills.executors._confine`):
 the project folder (which must be inside the allowed roots) and the interpreter read-only, a
 private /tmp (pytest's tmp_path), no network unless this skill's skill.yaml says
 `network: true`, a scrubbed environment, and a process limit. A timeout or a cancelled call
