@@ -32,6 +32,7 @@ from skills.core.contract import RunSpec, SkillContract
 from skills.core.models import Usage
 
 from ._loops import spent_in_flight
+from ._nodes import DEFAULT_MAX_PARALLEL
 from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
@@ -295,8 +296,6 @@ class RunContext:
     @asynccontextmanager
     async def parallel_slot(self, step: StepSpec) -> AsyncIterator[None]:
         """Hold one of the step's `max_parallel` slots while an item runs."""
-        from .compiler import DEFAULT_MAX_PARALLEL
-
         limiter = self._limiters.get(step.id)
         if limiter is None:
             assert step.for_ is not None

@@ -68,7 +68,7 @@ class PipelineService:
         self.home = home
         self.models = models
         self.roles = roles
-        """The agent roles of the home (`skills.roles`); an agent step naming an unknown one is an error."""
+        """The agent roles of the home (`skills.core.roles`); an agent step naming an unknown one is an error."""
         self.catalog = catalog
         self.backends = backends or Backends()
         self.store: RunStore
