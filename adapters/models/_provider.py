@@ -16,7 +16,7 @@ __all__ = ["ModelProvider", "ModelRequest"]
 class ModelRequest:
     """One model call, its model already resolved through the registry.
 
-    Messages, blocks and tools are in the Anthropic Messages shapes (see `skills.models`).
+    Messages, blocks and tools are in the Anthropic Messages shapes (see `skills.core.models`).
     """
 
     messages: list[dict[str, Any]]

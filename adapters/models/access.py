@@ -1,4 +1,4 @@
-"""`ctx.extras["model"]`: the `skills.models.ModelAccess` a call gets, and the server's model service.
+"""`ctx.extras["model"]`: the `skills.core.models.ModelAccess` a call gets, and the server's model service.
 
 `ModelService` belongs to the server: it keeps the home's registry (re-read when the file
 changes) and, for each tool call, builds a `ProviderAccess` over the providers in the
