@@ -51,7 +51,7 @@ def read_skill_file(root: Path, rel: str, boundary: Path | None = None) -> tuple
 
     A link inside the skill is followed while its target stays inside `boundary` (the root being
     served: a SKILL.md linked to a sibling skill's). Hidden files are refused, as they are left
-    out of the skill's file list (`skills.discovery.is_hidden`).
+    out of the skill's file list (`skills.core.discovery.is_hidden`).
     """
     rel = unquote(rel)
     shown = clip(rel)

@@ -84,7 +84,6 @@ from skills.core.errors import clip
 from skills.core.roles import ROLES_KEY, Roles
 from skills.core.sources import report_roots
 
-from . import __version__
 from ._access import Access
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
@@ -94,6 +93,7 @@ from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
 from ._upstreams import PendingPipelines
+from ._version import __version__
 from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, install, task_wire
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._common import EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, print_json, server
+from ._common import EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, print_json
+from ._server import server
 
 if TYPE_CHECKING:
     from adapters import MCPSkillAdapter

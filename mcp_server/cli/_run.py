@@ -26,8 +26,8 @@ from ._common import (
     error,
     parse_pairs,
     print_json,
-    server,
 )
+from ._server import server
 
 if TYPE_CHECKING:
     from pipelines._stepping import StepGate

@@ -17,8 +17,8 @@ from ._common import (
     not_found,
     print_json,
     report_load_problems,
-    server,
 )
+from ._server import server
 
 if TYPE_CHECKING:
     from skills import LoadProblem, Problem, Skill
