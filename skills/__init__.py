@@ -23,11 +23,8 @@ from .core.folder import FolderSkill, check_folder, load_folder
 from .core.home import BUILTIN_SKILLS_DIR, Home
 from .core.roots import AllowedRoots, PathNotAllowedError
 from .core.sources import FolderSource, RootReport
-
-# Registers the executors of folder skills with the core (`skills.core.runner`): every way into
-# the package passes here, so a folder skill can always run.
-from .executors import runners as _runners  # noqa: F401
 from .executors.isolation import Isolation, IsolationSettings
+from .executors.runners import register_runners
 
 __all__ = [
     "BUILTIN_SKILLS_DIR",
@@ -68,3 +65,7 @@ __all__ = [
     "error_envelope",
     "load_folder",
 ]
+
+# The executors of folder skills, made known to the core (`skills.core.runner`): every way into
+# the package passes here, so a folder skill can always run.
+register_runners()

@@ -4,7 +4,8 @@ The core loads, checks and describes folder skills; running their code (a worker
 confined script, a model prompt, an agent loop) is `skills.executors`' business. So that the
 core never imports an executor (tests/test_layers.py), it names what it needs as the `Runner`
 protocol and looks runners up by run kind; `skills.executors.runners` registers one per kind
-when the `skills` package is imported, before any folder skill can run.
+when the `skills` package is imported (its `__init__` calls `register_runners`), before any
+folder skill can run.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import anyio
 
-from ._wire import _HEADER, MAX_FRAME
+from ._wire import HEADER as _HEADER
+from ._wire import MAX_FRAME
 
 __all__ = ["Call", "StoppedAtStart", "Worker", "WorkerDied", "frame"]
 

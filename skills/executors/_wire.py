@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["MAX_FRAME", "SKILL_MODULE_PREFIX"]
+__all__ = ["HEADER", "MAX_FRAME", "SKILL_MODULE_PREFIX"]
 
-_HEADER = struct.Struct("!I")
+HEADER = struct.Struct("!I")
+"""Each frame: its length, then that many bytes of pickle."""
 SKILL_MODULE_PREFIX = "_orchestrator_skill_"
 """The private module names under which `_python.load_entry` imports skill modules."""
 MAX_FRAME = 256 << 20

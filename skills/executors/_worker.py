@@ -41,7 +41,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ._wire import _HEADER, MAX_FRAME, SKILL_MODULE_PREFIX
+from ._wire import HEADER as _HEADER
+from ._wire import MAX_FRAME, SKILL_MODULE_PREFIX
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:

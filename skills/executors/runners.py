@@ -1,6 +1,7 @@
 """The `Runner` of each run kind of folder skills, registered with the core (`skills.core.runner`).
 
-Importing this module registers them (`skills/__init__.py` does). Each runner imports its
+`register_runners` registers them; `skills/__init__.py` calls it, so every way into the package
+does. Each runner imports its
 executor when it first runs: a server that never runs a script skill never loads the
 confinement code, and start-up stays as cheap as the core's.
 """
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from ..core.contract import SkillContract
     from ..core.folder import FolderSkill
 
-__all__ = ["AgentRunner", "PromptRunner", "PythonRunner", "ScriptRunner"]
+__all__ = ["AgentRunner", "PromptRunner", "PythonRunner", "ScriptRunner", "register_runners"]
 
 
 class _Plain:
@@ -108,7 +109,9 @@ class AgentRunner:
         return await run_agent(skill, contract, arguments, ctx)
 
 
-register_runner("python", PythonRunner())
-register_runner("script", ScriptRunner())
-register_runner("prompt", PromptRunner())
-register_runner("agent", AgentRunner())
+def register_runners() -> None:
+    """Register the runner of each run kind with the core (`skills/__init__.py` calls it)."""
+    register_runner("python", PythonRunner())
+    register_runner("script", ScriptRunner())
+    register_runner("prompt", PromptRunner())
+    register_runner("agent", AgentRunner())
