@@ -12,7 +12,7 @@ import struct
 __all__ = ["HEADER", "MAX_FRAME", "SKILL_MODULE_PREFIX"]
 
 HEADER = struct.Struct("!I")
-"""Each frame: its length, then that many bytes of pickle."""
+"""The length of a frame's payload, 4 bytes big-endian, before the payload (both sides use it)."""
 SKILL_MODULE_PREFIX = "_orchestrator_skill_"
 """The private module names under which `_python.load_entry` imports skill modules."""
 MAX_FRAME = 256 << 20

@@ -41,19 +41,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ._wire import HEADER as _HEADER
-from ._wire import MAX_FRAME, SKILL_MODULE_PREFIX
-
-
-def _read_exact(fd: int, size: int) -> bytes | None:
-    chunks: list[bytes] = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
+from ._wire import HEADER, MAX_FRAME, SKILL_MODULE_PREFIX
 
 
 class Opaque:
@@ -97,7 +85,7 @@ def _encode(message: tuple[Any, ...]) -> bytes:
     if len(payload) > MAX_FRAME:
         failure = _failure("OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data")
         payload = pickle.dumps(("error", failure, message[-1]))
-    return _HEADER.pack(len(payload)) + payload
+    return HEADER.pack(len(payload)) + payload
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -245,9 +233,9 @@ class _Requests:
                 return True
 
     def _parse(self) -> None:
-        size = _HEADER.size
+        size = HEADER.size
         while len(self.buffer) >= size:
-            (length,) = _HEADER.unpack_from(self.buffer)
+            (length,) = HEADER.unpack_from(self.buffer)
             if len(self.buffer) < size + length:
                 return
             frame = pickle.loads(self.buffer[size : size + length])
