@@ -39,7 +39,7 @@ from mcp_types import (
 )
 
 from skills import SkillContext
-from skills.base import LogLevel
+from skills.core.base import LogLevel
 
 __all__ = ["CallClock", "Calls", "ElicitationForward", "Forwarder", "InFlight", "SamplingForward"]
 

@@ -16,10 +16,10 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills import ArgumentsError, SkillsError
-from skills._agent import agent_output_schema
-from skills._schema import ANY_JSON
-from skills.errors import FieldError
-from skills.models import UnknownModelError, model_access
+from skills.core._schema import ANY_JSON
+from skills.core.errors import FieldError
+from skills.core.models import UnknownModelError, model_access
+from skills.executors._agent import agent_output_schema
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -54,7 +54,7 @@ _TALLY = {
 
 
 async def _spawn(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from skills.roles import spawn_agent
+    from skills.executors.spawn import spawn_agent
 
     given: dict[str, Any] = dict(args.get("limits") or {})
     for key in ("skills", "model", "thinking"):

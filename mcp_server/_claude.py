@@ -94,7 +94,7 @@ def merge_entry(path: Path, entry: dict[str, Any], key: str = SERVER_KEY) -> tup
     config: dict[str, Any] = {}
     existed = path.exists()
     if existed:
-        from skills._json import load_json  # bounded: a deeply nested file is reported, not a crash
+        from skills.core._json import load_json  # bounded: a deeply nested file is reported, not a crash
 
         text = path.read_text(encoding="utf-8")
         try:

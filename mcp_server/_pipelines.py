@@ -17,8 +17,8 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from skills._schema import nullable
-from skills.errors import clip
+from skills.core._schema import nullable
+from skills.core.errors import clip
 
 from ._agents import AGENT_TOOLS
 from ._meta import MetaTool, structured

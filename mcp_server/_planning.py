@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from skills._schema import ANY_JSON, nullable
-from skills.errors import clip
+from skills.core._schema import ANY_JSON, nullable
+from skills.core.errors import clip
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -39,7 +39,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
     from pydantic import ValidationError
 
     from skills import SkillsError
-    from skills.creator import TestCase, create_skill
+    from skills.creation.creator import TestCase, create_skill
 
     try:
         cases: list[Any] = args.get("test_cases") or []

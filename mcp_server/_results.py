@@ -33,8 +33,8 @@ from typing import Any, cast
 from mcp_types import CallToolResult, TextContent
 
 from skills import OutputError, Skill, SkillsError
-from skills._schema import check_output
-from skills.errors import ErrorBody, ErrorType, clip, error_envelope
+from skills.core._schema import check_output
+from skills.core.errors import ErrorBody, ErrorType, clip, error_envelope
 
 __all__ = [
     "MAX_RESULT_DEPTH",

@@ -28,9 +28,9 @@ from mcp_types import Resource as MCPResource
 from pydantic import BaseModel, Field
 
 from skills import Catalog, Skill
-from skills.contract import DESCRIPTION_MAX, NAME_PATTERN
-from skills.discovery import is_hidden, within
-from skills.errors import clip
+from skills.core.contract import DESCRIPTION_MAX, NAME_PATTERN
+from skills.core.discovery import is_hidden, within
+from skills.core.errors import clip
 
 from ._paging import Pager
 

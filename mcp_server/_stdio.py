@@ -21,7 +21,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
-from skills.errors import clip
+from skills.core.errors import clip
 
 __all__ = ["AnsweringReader", "request_id_of"]
 

@@ -22,8 +22,8 @@ from mcp_types import CallToolResult, ElicitRequestFormParams, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills import ArgumentsError, SkillsError
-from skills._schema import ANY_JSON
-from skills.errors import FieldError, clip
+from skills.core._schema import ANY_JSON
+from skills.core.errors import FieldError, clip
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -73,7 +73,7 @@ class ElicitGate:
 async def _run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     from pipelines.errors import PipelineError, RunStopped
     from pipelines.source import new_run_id
-    from skills._schema import check_arguments
+    from skills.core._schema import check_arguments
 
     schema = RUN.tool.output_schema
     if bool(args.get("pipeline")) == bool(args.get("resume")):

@@ -79,15 +79,14 @@ from skills import (
     SkillsError,
     UnknownSkillError,
 )
-from skills._schema import check_arguments
-from skills.budget import AGENT_BUDGET_KEY, RunBudget
-from skills.checks import unknown_models
-from skills.discovery import ARCHIVE_SUFFIXES
-from skills.errors import clip
-from skills.roles import ROLES_KEY, Roles
-from skills.sources import report_roots
+from skills.core._schema import check_arguments
+from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
+from skills.core.checks import unknown_models
+from skills.core.discovery import ARCHIVE_SUFFIXES
+from skills.core.errors import clip
+from skills.core.roles import ROLES_KEY, Roles
+from skills.core.sources import report_roots
 
-from . import __version__
 from ._access import Access
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
@@ -98,6 +97,7 @@ from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
 from ._upstreams import PendingPipelines
+from ._version import __version__
 from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, install, task_wire
 
 if TYPE_CHECKING:
@@ -956,8 +956,8 @@ def _lists_servers(path: Path) -> bool:
     """Whether a servers file names any server (the default `{"mcpServers": {}}` does not), so
     that a home without upstreams never imports the adapter at start-up. A file that is not
     valid JSON counts: the adapter reports it."""
-    from skills._json import load_json
-    from skills._yaml import read_bounded
+    from skills.core._json import load_json
+    from skills.core._yaml import read_bounded
 
     try:
         data = load_json(read_bounded(path))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .compiler import end_node, entry_node
+from ._nodes import end_node, entry_node
 from .errors import PipelineError, RunStopped
 
 if TYPE_CHECKING:

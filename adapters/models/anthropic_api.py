@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
-from skills.models import Completion, Usage
+from skills.core.models import Completion, Usage
 
 from ._provider import ModelRequest
 from .errors import ModelProviderError

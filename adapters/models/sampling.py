@@ -11,7 +11,7 @@ characters a token, the common rule for English text and code with Claude's toke
 fixed cost per image and per message) and marked `estimated`, so that token and cost limits and
 usage totals still mean something.
 
-Messages go over in the Anthropic shapes of `skills.models` and are converted here both ways:
+Messages go over in the Anthropic shapes of `skills.core.models` and are converted here both ways:
 text, tool_use, tool_result and base64 images; thinking blocks stay out (the client's model
 has its own). The model id becomes a model-preference hint; the client picks its model.
 """
@@ -45,7 +45,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from skills import SkillRunError
-from skills.models import Completion, Usage
+from skills.core.models import Completion, Usage
 
 from ._provider import ModelRequest
 from ._rounds import InputInbox

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._results import envelope_of
 from ._allow import add_allow_dir
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Parents, error, not_found, parse_pairs, print_json, server
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, Parents, error, not_found, parse_pairs, print_json
+from ._server import server
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._allow import add_allow_dir
-from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, print_json, server
+from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, print_json
+from ._server import server
 
 if TYPE_CHECKING:
     from mcp_server.tasks import TaskRecord
@@ -80,7 +81,7 @@ def _store(args: argparse.Namespace) -> RunStore | None:
     """The run history (the shared state's with --state), or None when nothing ever ran in the home."""
     from pipelines.runs import RunStore
 
-    from ._scale import backends
+    from ._server import backends
 
     state = backends(args).state
     if state:
@@ -139,7 +140,7 @@ def _tasks(args: argparse.Namespace) -> list[TaskRecord]:
     """The MCP tasks on record (clients' long calls), newest first; none when nothing ran here."""
     from mcp_server.tasks import SqliteTaskStore, TaskStore
 
-    from ._scale import backends
+    from ._server import backends
 
     if getattr(args, "pipeline", None):
         return []

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..transports import SessionLimits
 from ._allow import add_allow_dir
-from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int, server
+from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int
+from ._server import server
 
 if TYPE_CHECKING:
     from ..app import OrchestratorServer

@@ -24,7 +24,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from skills import SkillContext, SkillRunError
-from skills.errors import LimitExceededError
+from skills.core.errors import LimitExceededError
 
 from .._results import cancel_pending, error_result
 from ._execution import Execution

@@ -26,8 +26,8 @@ from mcp_types import CallToolResult
 
 from pipelines._owner import Heartbeat
 from skills import SkillContext
-from skills.base import LogFn, ProgressFn
-from skills.errors import LimitExceededError
+from skills.core.base import LogFn, ProgressFn
+from skills.core.errors import LimitExceededError
 
 from .._results import error_result
 from ._calls import RUN_IDS_KEY, CallTarget, identity_of

@@ -15,9 +15,9 @@ import tokenize
 import warnings
 from typing import Any, TypedDict
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _WARNINGS_LOCK = threading.Lock()
 _NOISE = {

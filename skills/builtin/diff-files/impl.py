@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _MAX_FILE_BYTES = 20_000_000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
 
 
 def _next_attempt(ctx: SkillContext, key: str) -> int:

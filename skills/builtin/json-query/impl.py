@@ -6,9 +6,9 @@ import json
 import re
 from typing import Any, cast
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _NAME = re.compile(r"[^.\[\]]+")
 _BRACKET = re.compile(

@@ -17,8 +17,8 @@ from typing import Any, cast
 from pipelines._sandbox import TemplateEnvironment, check_size, to_json
 from pipelines.errors import ExpressionError
 from pipelines.expressions import render_template
-from skills.base import SkillContext
-from skills.errors import SkillRunError
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
 
 DEFAULT_TEMPLATE = Path(__file__).parent / "assets" / "report.md.j2"
 _MAX_COLUMNS = 12

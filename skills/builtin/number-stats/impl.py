@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any, cast
 
-from skills.errors import SkillRunError
+from skills.core.errors import SkillRunError
 
 
 def _field(item: Any, field: str) -> Any:

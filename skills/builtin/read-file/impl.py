@@ -6,9 +6,9 @@ import codecs
 from pathlib import Path
 from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _NUL_CHECK_EXEMPT = ("utf-16", "utf16", "utf-32", "utf32")
 _PIECE = 1 << 16  # read long lines in pieces so one huge line never loads whole

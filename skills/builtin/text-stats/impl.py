@@ -6,9 +6,9 @@ import re
 from collections import Counter
 from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _WORD = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\u2019-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"[.!?\u2026]+(?=[\s\"'\u201d\u2019)\]]|$)")

@@ -6,8 +6,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
 
 
 def safe_target(base: Path, path: str) -> Path:
