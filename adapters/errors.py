@@ -4,7 +4,7 @@ The user's mistakes (a servers.json entry that cannot be used) are `DefinitionEr
 location and a hint, reported as `LoadProblem`s; runtime failures of an upstream are
 `SkillRunError`s whose message is safe to show a client and says what happens next.
 
-    SkillsError                        (skills.errors)
+    SkillsError                        (skills.core.errors)
     ├── DefinitionError
     │   └── ServerConfigError          servers.json or one of its entries cannot be used
     └── SkillRunError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcp_types import CallToolResult, Tool
 
@@ -18,9 +18,30 @@ from skills import SkillContext
 from ._names import assign_names
 
 if TYPE_CHECKING:
-    from .mcp_adapter import MCPSkillAdapter
+    from .config import ServerConfig
 
-__all__ = ["RemoteSkill", "build_skills"]
+__all__ = ["RemoteSkill", "Upstream", "build_skills"]
+
+
+class Upstream(Protocol):
+    """What a `RemoteSkill` needs of the connection to its server (`MCPSkillAdapter` is one).
+
+    Named here so that this module need not know the adapter, which builds these skills.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def tools(self) -> Sequence[Tool]: ...
+
+    @property
+    def instructions(self) -> str | None: ...
+
+    async def call(self, tool: str, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult: ...
 
 
 class RemoteSkill:
@@ -30,7 +51,7 @@ class RemoteSkill:
     source: Literal["server"] = "server"
     root: Path | None = None
 
-    def __init__(self, name: str, adapter: MCPSkillAdapter, tool: Tool) -> None:
+    def __init__(self, name: str, adapter: Upstream, tool: Tool) -> None:
         self._name = name
         self.adapter = adapter
         self.tool = tool
@@ -92,7 +113,7 @@ class RemoteSkill:
 
 
 def build_skills(
-    adapters: Sequence[MCPSkillAdapter], previous: Sequence[RemoteSkill] = ()
+    adapters: Sequence[Upstream], previous: Sequence[RemoteSkill] = ()
 ) -> tuple[list[RemoteSkill], list[str]]:
     """The skills of every adapter's current tools, and the name collisions that were resolved.
 

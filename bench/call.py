@@ -118,8 +118,8 @@ async def overhead_steps(subject: OrchestratorServer) -> list[tuple[str, float]]
     import anyio.to_thread
 
     from mcp_server._results import to_result
-    from skills._python import is_async_entry, run_python
-    from skills._schema import check_arguments, check_output
+    from skills.core._schema import check_arguments, check_output
+    from skills.executors._python import is_async_entry, run_python
 
     skill = subject.catalog.get("bench-add")
     schema, out_schema = skill.input_schema, skill.output_schema or {}

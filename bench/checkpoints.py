@@ -163,7 +163,7 @@ def _mb(value: float) -> str:
 
 def main(sizes: list[int], fan: int) -> None:
     from mcp_server import create_server
-    from skills._python import load_entry
+    from skills.executors._python import load_entry
 
     load = os.getloadavg()[0]
     with c.bench_env() as tmp:

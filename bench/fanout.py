@@ -103,7 +103,7 @@ class Bench:
     def __init__(self, catalog: Any, items: list[int], tmp: Path, skill: str = "bench-add") -> None:
         from pipelines.compiler import compile_pipeline
         from pipelines.loader import load_spec
-        from skills._python import load_entry
+        from skills.executors._python import load_entry
 
         self.catalog, self.items, self.tmp = catalog, items, tmp
         entry = load_entry(catalog.get(skill).root, "impl:add", skill)

@@ -91,7 +91,7 @@ class Bench:
     def __init__(self, server: Any, skill: str, steps: int, tmp: Path, flavour: str) -> None:
         from pipelines.compiler import compile_pipeline
         from pipelines.loader import load_spec
-        from skills._python import load_entry
+        from skills.executors._python import load_entry
 
         self.server, self.catalog, self.tmp, self.steps = server, server.catalog, tmp, steps
         self.flavour = flavour
@@ -236,8 +236,8 @@ async def step_parts(bench: Bench) -> list[tuple[str, float]]:
     from pipelines.expressions import render
     from pipelines.runtime import RunContext
     from skills import SkillContext
-    from skills._python import load_entry
-    from skills._schema import check_arguments
+    from skills.core._schema import check_arguments
+    from skills.executors._python import load_entry
 
     skill = bench.catalog.get("bench-add")
     spec = bench.compiled[bench.steps].spec

@@ -1,7 +1,7 @@
 """What the calls of one server may reach: the allowed roots (the client's own when it declares
 them) and the home's isolation settings, handed to each call in its `ctx`.
 
-Roots: `--allow-dir` / `ORCHESTRATOR_ALLOW_DIRS`, else the default (`skills.roots`). A
+Roots: `--allow-dir` / `ORCHESTRATOR_ALLOW_DIRS`, else the default (`skills.core.roots`). A
 handshake-era client that declares the `roots` capability is asked `roots/list` on its first
 tool call; the answer narrows what its calls may read and is kept for the connection until the
 client sends `notifications/roots/list_changed`. 2026-07-28 clients cannot be asked (no
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from skills import Home, SkillContext
-from skills.isolation import IsolationSettings, load_settings, probe
-from skills.roots import AllowedRoots, current_roots
+from skills.core.roots import AllowedRoots, current_roots
+from skills.executors.isolation import IsolationSettings, load_settings, probe
 
 __all__ = ["Access"]
 
@@ -71,7 +71,7 @@ class Access:
         log.info("file skills may read: %s", self.base.shown())
 
     @asynccontextmanager
-    async def bound(self, ctx: SkillContext, context: Any) -> AsyncIterator[None]:
+    async def bound(self, ctx: SkillContext, context: Any) -> AsyncGenerator[None]:
         """While inside, the call of `ctx` has its roots and isolation (also for expressions)."""
         roots = await self.roots_for(context)
         self._put(ctx, roots)

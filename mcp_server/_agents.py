@@ -10,16 +10,16 @@ MCP tasks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills import ArgumentsError, SkillsError
-from skills._agent import agent_output_schema
-from skills._schema import ANY_JSON
-from skills.errors import FieldError
-from skills.models import UnknownModelError, model_access
+from skills.core._schema import ANY_JSON
+from skills.core.errors import FieldError
+from skills.core.models import UnknownModelError, model_access
+from skills.executors._agent import agent_output_schema
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -54,7 +54,7 @@ _TALLY = {
 
 
 async def _spawn(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from skills.roles import spawn_agent
+    from skills.executors.spawn import spawn_agent
 
     given: dict[str, Any] = dict(args.get("limits") or {})
     for key in ("skills", "model", "thinking"):
@@ -93,7 +93,8 @@ async def _orchestrate(service: PipelineService, args: dict[str, Any], ctx: Skil
     except SkillsError as exc:
         return error_result(exc, where=exc.where or "the routed work", output_schema=schema)
     result = data.get("result")
-    if data["route"] == "planner" and isinstance(result, dict) and result.get("status") == "failed":
+    failed = isinstance(result, dict) and cast("dict[str, Any]", result).get("status") == "failed"
+    if data["route"] == "planner" and failed:
         return error_result(
             "orchestrate: the planner could not write and run a pipeline for the request",
             "the result's pipeline_yaml and history show how far it got; rephrase the request",

@@ -17,7 +17,7 @@ import anyio
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 
-from skills.errors import clip
+from skills.core.errors import clip
 
 if TYPE_CHECKING:
     from skills import Catalog

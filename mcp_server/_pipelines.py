@@ -17,8 +17,8 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from skills._schema import nullable
-from skills.errors import clip
+from skills.core._schema import nullable
+from skills.core.errors import clip
 
 from ._agents import AGENT_TOOLS
 from ._meta import MetaTool, structured
@@ -67,9 +67,6 @@ _YAML_INPUT = {
     "type": "string",
     "description": "The pipeline file's YAML text (the format: the pipeline-authoring skill, or docs/pipelines.md).",
 }
-
-
-_structured = structured  # the name other modules import
 
 
 def _issues(issues: list[Any]) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from skills.discovery import is_hidden
-from skills.errors import clip
+from skills.core.discovery import is_hidden
+from skills.core.errors import clip
 
 __all__ = ["MAX_RESOURCE_BYTES", "RESOURCE_NOT_FOUND", "ResourceRefused", "read_skill_file", "resource_error"]
 
@@ -51,7 +51,7 @@ def read_skill_file(root: Path, rel: str, boundary: Path | None = None) -> tuple
 
     A link inside the skill is followed while its target stays inside `boundary` (the root being
     served: a SKILL.md linked to a sibling skill's). Hidden files are refused, as they are left
-    out of the skill's file list (`skills.discovery.is_hidden`).
+    out of the skill's file list (`skills.core.discovery.is_hidden`).
     """
     rel = unquote(rel)
     shown = clip(rel)

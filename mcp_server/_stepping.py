@@ -22,8 +22,8 @@ from mcp_types import CallToolResult, ElicitRequestFormParams, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills import ArgumentsError, SkillsError
-from skills._schema import ANY_JSON
-from skills.errors import FieldError, clip
+from skills.core._schema import ANY_JSON
+from skills.core.errors import FieldError, clip
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -64,16 +64,16 @@ class ElicitGate:
         head = f"Step {view.place}/{view.total} '{view.step_id}' finished. Its output:"
         message = f"{head}\n{clip(shown, SHOWN_CHARS)}\n\n{then}"
         answer = await self.elicit(ElicitRequestFormParams(message=message, requested_schema=_ASK))
-        action = (answer.content or {}).get("action") if answer.action == "accept" else None
+        action = answer.content.get("action") if answer.action == "accept" and answer.content else None
         if action in ("continue", "stop", "rerun"):
-            return action  # type: ignore[return-value]
+            return action
         return "stop"  # declined, dismissed or unreadable: stop where it is (it can be resumed)
 
 
 async def _run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     from pipelines.errors import PipelineError, RunStopped
     from pipelines.source import new_run_id
-    from skills._schema import check_arguments
+    from skills.core._schema import check_arguments
 
     schema = RUN.tool.output_schema
     if bool(args.get("pipeline")) == bool(args.get("resume")):

@@ -18,7 +18,6 @@ its file changes (or the server restarts).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -27,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from skills import SkillContext, SkillRunError
-from skills.models import ModelAccess
+from skills.core.models import ModelAccess
 
+from ._help_cache import cached_overview, help_cache_file, text_hash, with_overview
 from .describe import help_text
 from .spec import PipelineSpec
 
@@ -54,35 +54,6 @@ You write the overview at the top of a tool's help: 3 to 5 plain sentences sayin
 pipeline does, which inputs matter and in what form, what it returns, and any important
 limitation. Do not repeat the lists that follow it, do not invent facts, no Markdown headings,
 no code blocks. Answer with the overview text only."""
-
-
-def text_hash(text: str) -> str:
-    """The cache key of a pipeline file: SHA-256 of its text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def help_cache_file(cache_dir: Path, digest: str) -> Path:
-    return cache_dir / f"help-{digest}.txt"
-
-
-def cached_overview(cache_dir: Path | None, digest: str) -> str | None:
-    """The model's overview for a file hash, if one was made (synchronous; for tool descriptions)."""
-    if cache_dir is None:
-        return None
-    try:
-        text = help_cache_file(cache_dir, digest).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text or None
-
-
-def with_overview(spec: PipelineSpec, overview: str | None, *, description: bool = True) -> str:
-    """`help_text` with the overview after the title (and description): the improved help."""
-    text = help_text(spec, description=description)
-    if not overview:
-        return text
-    title, _, rest = text.partition("\n\n## Inputs")
-    return f"{title}\n\n{overview}\n\n## Inputs{rest}" if rest else f"{text}\n\n{overview}"
 
 
 async def improved_help(

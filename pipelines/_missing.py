@@ -23,7 +23,7 @@ from skills import SkillContext
 from .errors import Issue
 
 if TYPE_CHECKING:
-    from skills.creator import Creation
+    from skills.creation.creator import Creation
 
     from .service import PipelineService
     from .spec import PipelineSpec
@@ -77,7 +77,7 @@ async def create_missing_skills(
     `exclude`: names not to try (again). Each creation is the whole `create_skill` workflow,
     review and tests included; one that fails is returned with its reasons, not raised.
     """
-    from skills.creator import create_skill
+    from skills.creation.creator import create_skill
 
     created: list[Creation] = []
     quiet = dataclasses.replace(ctx, progress_fn=_no_progress)  # the caller's progress must only go up

@@ -7,7 +7,7 @@ import json
 import logging
 from typing import Any
 
-from skills.models import Usage
+from skills.core.models import Usage
 
 from .errors import ExpressionError, PipelineError, StepFailed
 from .expressions import render

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import nodes
 
-from skills._schema import ANY_JSON, nullable, typed
+from skills.core._schema import ANY_JSON, nullable, typed
 
 from ._sandbox import ENVIRONMENT
 from .expressions import is_template, lone_expression

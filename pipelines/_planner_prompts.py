@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from skills import Skill
-from skills.creator import fenced_blocks
+from skills.creation.creator import fenced_blocks
 
 __all__ = ["REVIEW_SYSTEM", "extract_yaml", "menu_skills", "planner_system", "skill_menu"]
 

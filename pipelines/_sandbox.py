@@ -180,7 +180,7 @@ def list_files(directory: str = ".", pattern: str = "*") -> list[str]:
 
     Only inside the allowed roots of the run (as the file built-ins), never a secret.
     """
-    from skills.roots import PathNotAllowedError, roots_of
+    from skills.core.roots import PathNotAllowedError, roots_of
 
     roots = roots_of(None)
     try:

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .compiler import RunGraph, end_node, entry_node
+from ._nodes import end_node, entry_node
 from .errors import PipelineError, RunStopped
 
 if TYPE_CHECKING:
+    from .compiler import RunGraph
     from .runtime import RunContext
     from .spec import StepSpec
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from . import _loops
+from ._nodes import end_node, entry_node
 from ._state import RunState, graph_state
 from .errors import PipelineError
 from .spec import PipelineSpec, StepSpec
@@ -43,8 +44,6 @@ __all__ = [
     "graph_state",
     "state_names",
 ]
-
-DEFAULT_MAX_PARALLEL = 16
 
 Node = Callable[..., Any]
 
@@ -133,16 +132,6 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     for node in exits:
         builder.graph.add_edge(node, END)
     return CompiledPipeline(spec, builder.graph, names, builder.bodies)
-
-
-def entry_node(step: StepSpec) -> str:
-    """The node that starts a (top-level) step: a re-run goes back to the checkpoint before it."""
-    return step.id if step.kind in ("skill", "agent") else f"{step.id}.if" if step.kind == "if" else f"{step.id}.start"
-
-
-def end_node(step: StepSpec) -> str:
-    """The node that finishes a step (its output is in the scope after it): step-through pauses there."""
-    return step.id if step.kind in ("skill", "agent") else f"{step.id}.join" if step.kind == "if" else f"{step.id}.done"
 
 
 def _ctx(runtime: Any) -> RunContext:

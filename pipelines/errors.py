@@ -1,6 +1,6 @@
 """Errors of the pipelines package.
 
-Two families, kept apart on purpose (as in `skills.errors`): the user's mistakes in a pipeline
+Two families, kept apart on purpose (as in `skills.core.errors`): the user's mistakes in a pipeline
 file carry a location and a hint and are found before anything runs; runtime failures say what
 went wrong while a run was under way.
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from skills.errors import ErrorType, SkillRunError
+from skills.core.errors import ErrorType, SkillRunError
 
 __all__ = [
     "FAILED_MARK",

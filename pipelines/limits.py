@@ -9,7 +9,7 @@ registered the pipeline. The server's limits come from the home's `config.yaml`:
       max_loop_items: 50000      # items of one `for`
       max_state_bytes: 100MB     # step outputs and state values a run stores (JSON size)
       max_wall_time: 24h         # one attempt of a run (start or resume)
-      max_agent_tokens: 2000000  # tokens all agents of a run spend together (skills.budget)
+      max_agent_tokens: 2000000  # tokens all agents of a run spend together (skills.core.budget)
       max_agent_cost_usd: 5      # dollars all agents of a run spend together
       max_agent_time: 1h         # (no default) seconds after which no agent of the run takes a turn
 
@@ -153,7 +153,7 @@ class ServerLimits:
         return self._limits
 
     def _load(self) -> RunLimits:
-        from skills._yaml import YAMLError, load_yaml
+        from skills.core._yaml import YAMLError, load_yaml
 
         try:
             data: object = load_yaml(self.file.read_text(encoding="utf-8")) or {}

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from skills import SkillContext, SkillsError
-from skills.creator import ask_json
-from skills.models import model_access
+from skills.core.models import model_access
+from skills.creation.creator import ask_json
 
 from ._missing import create_missing_skills, creation_summary
 from ._planner_prompts import REVIEW_SYSTEM, extract_yaml, planner_system, skill_menu
@@ -33,7 +33,7 @@ from .errors import Issue, PipelineError
 from .spec import PipelineSpec
 
 if TYPE_CHECKING:
-    from skills.creator import Creation
+    from skills.creation.creator import Creation
 
     from .service import PipelineService
 
@@ -255,7 +255,7 @@ class _Planner:
             path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
             skill = self.service.load_file(path)
             arguments = skill.defaults(self.inputs)
-            from skills._schema import check_arguments
+            from skills.core._schema import check_arguments
 
             check_arguments(spec.id, skill.input_schema, arguments)
             result = await self.service.run(skill, arguments, ctx)

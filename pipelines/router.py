@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from skills import SkillContext, SkillRunError, SkillsError
-from skills._schema import check_arguments
-from skills.creator import ask_json
-from skills.models import NoModelProviderError, model_access
-from skills.roles import ROLES_KEY, RoleBook, load_roles, spawn_agent
+from skills.core._schema import check_arguments
+from skills.core.models import NoModelProviderError, model_access
+from skills.core.roles import ROLES_KEY, RoleBook, load_roles
+from skills.creation.creator import ask_json
+from skills.executors.spawn import spawn_agent
 
 from ._outcomes import plain_result
 from ._planner_prompts import menu_skills, skill_menu

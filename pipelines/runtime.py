@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from skills import Catalog, SkillContext, SkillsError
-from skills._schema import check_arguments
-from skills.budget import AGENT_BUDGET_KEY, RunBudget
-from skills.contract import RunSpec, SkillContract
-from skills.models import ModelAccess, Usage
+from skills.core._schema import check_arguments
+from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
+from skills.core.contract import RunSpec, SkillContract
+from skills.core.models import ModelAccess, Usage
 
 from ._loops import spent_in_flight
+from ._nodes import DEFAULT_MAX_PARALLEL
 from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
@@ -223,7 +224,7 @@ class RunContext:
         if child is not None:
             extras["model"] = child
         if step.agent is not None:
-            from skills._agent import run_agent
+            from skills.executors._agent import run_agent
 
             contract = SkillContract(run=RunSpec(agent=step.agent))
             check_arguments(f"agent step '{step.id}'", contract.inputs, arguments)
@@ -233,7 +234,7 @@ class RunContext:
             skill = self.catalog.get(step.skill)
             name = skill.name
             if skill.kind == "instructions":  # carried out by the model; any parameters are the task
-                from skills._prompt import carry_out
+                from skills.executors._prompt import carry_out
 
                 work = functools.partial(carry_out, skill, arguments)
             else:
@@ -294,8 +295,6 @@ class RunContext:
     @asynccontextmanager
     async def parallel_slot(self, step: StepSpec) -> AsyncGenerator[None]:
         """Hold one of the step's `max_parallel` slots while an item runs."""
-        from .compiler import DEFAULT_MAX_PARALLEL
-
         limiter = self._limiters.get(step.id)
         if limiter is None:
             assert step.for_ is not None

@@ -23,7 +23,7 @@ import anyio
 import anyio.to_thread
 
 from skills import Catalog, Home, SkillContext, SkillRunError
-from skills.errors import clip
+from skills.core.errors import clip
 
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
@@ -35,7 +35,7 @@ from .spec import PipelineSpec
 from .state import Backends
 
 if TYPE_CHECKING:
-    from skills.roles import RoleBook
+    from skills.core.roles import RoleBook
 
     from ._stepping import StepGate
 
@@ -68,7 +68,7 @@ class PipelineService:
         self.home = home
         self.models = models
         self.roles = roles
-        """The agent roles of the home (`skills.roles`); an agent step naming an unknown one is an error."""
+        """The agent roles of the home (`skills.core.roles`); an agent step naming an unknown one is an error."""
         self.catalog = catalog
         self.backends = backends or Backends()
         self.store: RunStore

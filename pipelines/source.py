@@ -25,8 +25,9 @@ from skills import (
     SkillsError,
     SkillSource,
 )
-from skills.catalog import FolderProvider
+from skills.core.catalog import FolderProvider
 
+from ._help_cache import cached_overview, text_hash, with_overview
 from ._yamlmap import SourceMap
 from .errors import Issue, PipelineError, RunCancelled, RunLimitError, RunLimitExceeded, StepFailed, VerificationError
 from .loader import load_spec_file
@@ -34,7 +35,7 @@ from .spec import PipelineSpec
 
 if TYPE_CHECKING:
     from skills import Catalog
-    from skills.roles import RoleBook
+    from skills.core.roles import RoleBook
 
     from .compiler import CompiledPipeline
 
@@ -75,15 +76,11 @@ class PipelineSkill:
 
     @property
     def description(self) -> str:
-        from ._help_ai import with_overview
-
         head = self.spec.description.strip() or f"Pipeline {self.spec.id}."
         return f"{head}\n\n{with_overview(self.spec, self.overview(), description=False)}"
 
     def digest(self) -> str:
         """SHA-256 of the file as loaded ("" when it cannot be read): the key of its cached help."""
-        from ._help_ai import text_hash
-
         digest = self.__dict__.get("_digest")
         if digest is None:
             try:
@@ -94,8 +91,6 @@ class PipelineSkill:
 
     def overview(self) -> str | None:
         """The model's overview of this file, when one was written (`_help_ai`)."""
-        from ._help_ai import cached_overview
-
         if self._host.help_cache is None:
             return None
         digest = self.digest()

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from skills._schema import ANY_JSON, typed
-from skills.contract import AgentSpec
+from skills.core._schema import ANY_JSON, typed
+from skills.core.contract import AgentSpec
 
 from .limits import RunLimits
 

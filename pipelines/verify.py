@@ -40,7 +40,7 @@ from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
 
 if TYPE_CHECKING:
     from skills import Catalog
-    from skills.roles import RoleBook
+    from skills.core.roles import RoleBook
 
 __all__ = ["all_issues", "check_text", "verify"]
 
@@ -531,7 +531,7 @@ class _Verifier:
 
     def agent(self, step: StepSpec, scope: Collection[str]) -> None:
         """An `agent:` step: its task parameters, its model, and the skills it may call."""
-        from skills.contract import AGENT_INPUTS
+        from skills.core.contract import AGENT_INPUTS
 
         assert step.agent is not None
         self.arguments(step, "agent", AGENT_INPUTS, scope, anchor="agent")
@@ -559,7 +559,7 @@ class _Verifier:
     def role(self, step: StepSpec) -> None:
         """An agent step's `role:`: known, and the settings given only narrow it."""
         from skills import SkillsError
-        from skills.roles import apply_role
+        from skills.core.roles import apply_role
 
         assert step.agent is not None
         if step.agent.role is None or self.roles is None:

@@ -29,7 +29,7 @@ import anyio
 import anyio.to_thread
 
 from skills import SkillContext, SkillsError
-from skills.budget import RunBudget
+from skills.core.budget import RunBudget
 
 from ._loops import run_item
 from ._owner import Owner

@@ -1,9 +1,9 @@
 """The skills core: the Skill protocol, the Catalog, folder skills and their executors."""
 
-from .base import Skill, SkillContext, SkillKind, SkillSource
-from .catalog import RESERVED_NAMES, TOOL_NAME, Catalog, LoadProblem, Override, SkillProvider
-from .contract import FrontMatter, SkillContract
-from .errors import (
+from .core.base import Skill, SkillContext, SkillKind, SkillSource
+from .core.catalog import RESERVED_NAMES, TOOL_NAME, Catalog, LoadProblem, Override, SkillProvider
+from .core.contract import FrontMatter, SkillContract
+from .core.errors import (
     ArgumentsError,
     DefinitionError,
     ErrorEnvelope,
@@ -19,11 +19,12 @@ from .errors import (
     UnknownSkillError,
     error_envelope,
 )
-from .folder import FolderSkill, check_folder, load_folder
-from .home import BUILTIN_SKILLS_DIR, Home
-from .isolation import Isolation, IsolationSettings
-from .roots import AllowedRoots, PathNotAllowedError
-from .sources import FolderSource, RootReport
+from .core.folder import FolderSkill, check_folder, load_folder
+from .core.home import BUILTIN_SKILLS_DIR, Home
+from .core.roots import AllowedRoots, PathNotAllowedError
+from .core.sources import FolderSource, RootReport
+from .executors.isolation import Isolation, IsolationSettings
+from .executors.runners import register_runners
 
 __all__ = [
     "BUILTIN_SKILLS_DIR",
@@ -64,3 +65,7 @@ __all__ = [
     "error_envelope",
     "load_folder",
 ]
+
+# The executors of folder skills, made known to the core (`skills.core.runner`): every way into
+# the package passes here, so a folder skill can always run.
+register_runners()

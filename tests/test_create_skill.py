@@ -17,7 +17,7 @@ from mcp import Client
 
 from mcp_server import create_server
 from skills import Home
-from skills._creator_ask import parse_json
+from skills.creation._creator_ask import parse_json
 
 INPUTS = {
     "type": "object",

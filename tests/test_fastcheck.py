@@ -12,7 +12,7 @@ from jsonschema.validators import validator_for
 from mcp import Client
 
 from mcp_server import create_server
-from skills._fastcheck import compile_check
+from skills.core._fastcheck import compile_check
 
 SCHEMAS: list[dict[str, Any]] = [
     {

@@ -19,7 +19,7 @@ from helpers import write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from skills._pool import MAX_PER_SKILL
+from skills.executors._pool import MAX_PER_SKILL
 
 CONTRACT: dict[str, Any] = {"inputs": {"type": "object", "properties": {"pidfile": {"type": "string"}}}, "timeout": 2}
 

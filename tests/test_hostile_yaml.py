@@ -17,8 +17,8 @@ from helpers import write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from skills._json import load_json
-from skills._yaml import MAX_DEPTH, MAX_TEXT, YAMLError, describe_yaml_error, load_yaml
+from skills.core._json import load_json
+from skills.core._yaml import MAX_DEPTH, MAX_TEXT, YAMLError, describe_yaml_error, load_yaml
 
 
 def _issue(result: object) -> dict[str, object]:

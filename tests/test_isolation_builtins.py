@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 
 from mcp_server import create_server
-from skills.isolation import probe
+from skills.executors.isolation import probe
 
 ISOLATION = probe()
 pytestmark = pytest.mark.skipif(

@@ -21,7 +21,7 @@ from helpers import assert_none_left, run_cli, write_skill
 from mcp import Client
 
 from mcp_server import OrchestratorServer, create_server
-from skills.isolation import probe
+from skills.executors.isolation import probe
 
 ISOLATION = probe()
 pytestmark = pytest.mark.skipif(

@@ -42,8 +42,8 @@ from adapters.models import (
 )
 from mcp_server import create_server
 from skills import Home
-from skills.home import DEFAULT_MODELS_FILE
-from skills.models import ModelAccess
+from skills.core.home import DEFAULT_MODELS_FILE
+from skills.core.models import ModelAccess
 
 KEY = "sk-ant-test-0123456789abcdef-never-shown"
 ERAS = ["legacy", "auto"]  # handshake era (2025-11-25) and 2026-07-28

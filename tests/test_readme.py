@@ -11,7 +11,7 @@ from mcp import Client
 
 from mcp_server import create_server
 from skills import check_folder
-from skills.errors import ERROR_ENVELOPE_SCHEMA
+from skills.core.errors import ERROR_ENVELOPE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

@@ -208,7 +208,7 @@ async def test_two_parallel_agents_are_stopped_together_by_the_runs_shared_budge
 
 
 def test_the_budget_and_role_keys_are_documented_in_the_shipped_files() -> None:
-    from skills.roles import load_roles
+    from skills.core.roles import load_roles
 
     book = load_roles(None)
     assert book.names() == ["code-reviewer", "data-extractor", "researcher"] and not book.problems

@@ -23,9 +23,9 @@ from helpers import assert_none_left, write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from skills._script import run_script
-from skills.errors import OutputError, SkillRunError, SkillTimeoutError
-from skills.isolation import UNCONFINED, Isolation, probe
+from skills.core.errors import OutputError, SkillRunError, SkillTimeoutError
+from skills.executors._script import run_script
+from skills.executors.isolation import UNCONFINED, Isolation, probe
 
 Logged = list[tuple[str, str]]
 

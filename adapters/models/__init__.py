@@ -1,6 +1,6 @@
 """Model providers (SPEC 6): the model registry, the Anthropic API, the client's sampling.
 
-Skills see none of this: they ask `ctx.extras["model"]` (a `skills.models.ModelAccess`). The
+Skills see none of this: they ask `ctx.extras["model"]` (a `skills.core.models.ModelAccess`). The
 server owns one `ModelService` (the home's `models/registry.yaml` over the shipped defaults)
 and attaches a `ProviderAccess` to each call's context; a call whose model calls go to a client
 that cannot be asked mid-call (2026-07-28, or a call run as a task) gets an `InputInbox` where

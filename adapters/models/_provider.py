@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from skills.models import Completion
+from skills.core.models import Completion
 
 from .registry import ModelInfo
 
@@ -16,7 +16,7 @@ __all__ = ["ModelProvider", "ModelRequest"]
 class ModelRequest:
     """One model call, its model already resolved through the registry.
 
-    Messages, blocks and tools are in the Anthropic Messages shapes (see `skills.models`).
+    Messages, blocks and tools are in the Anthropic Messages shapes (see `skills.core.models`).
     """
 
     messages: list[dict[str, Any]]

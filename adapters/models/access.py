@@ -1,4 +1,4 @@
-"""`ctx.extras["model"]`: the `skills.models.ModelAccess` a call gets, and the server's model service.
+"""`ctx.extras["model"]`: the `skills.core.models.ModelAccess` a call gets, and the server's model service.
 
 `ModelService` belongs to the server: it keeps the home's registry (re-read when the file
 changes) and, for each tool call, builds a `ProviderAccess` over the providers in the
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from skills import Home, SkillContext, SkillRunError
-from skills.models import Completion, NoModelProviderError, Usage
+from skills.core.models import Completion, NoModelProviderError, Usage
 
 from ._provider import ModelProvider, ModelRequest
 from ._rounds import INBOX_KEY, InputInbox
@@ -121,7 +121,7 @@ class ProviderAccess:
 
     def provider_for(self, request: ModelRequest) -> ModelProvider:
         """The first provider that can answer, or `NoModelProviderError` with every reason."""
-        reasons = []
+        reasons: list[str] = []
         for provider in self.providers:
             why = provider.unavailable(request)
             if why is None:

@@ -4,19 +4,19 @@ The user's mistake (a `models/registry.yaml` that cannot be used) is a `Definiti
 file, line, field and hint; the server then runs on the shipped defaults. Runtime failures are
 `SkillRunError`s whose message is safe to show a client (never a key, never a traceback).
 
-    SkillsError                                (skills.errors)
+    SkillsError                                (skills.core.errors)
     ├── DefinitionError
     │   └── ModelRegistryError                 registry.yaml cannot be used (every problem listed)
     └── SkillRunError
-        ├── NoModelProviderError               neither the API nor the client's sampling can answer (skills.models)
-        ├── UnknownModelError                  a role or id the registry does not know (skills.models)
+        ├── NoModelProviderError               neither the API nor the client's sampling can answer (skills.core.models)
+        ├── UnknownModelError                  a role or id the registry does not know (skills.core.models)
         └── ModelProviderError                 a provider failed after its retries
 """
 
 from __future__ import annotations
 
 from skills import DefinitionError, SkillRunError
-from skills.models import NoModelProviderError, UnknownModelError
+from skills.core.models import NoModelProviderError, UnknownModelError
 
 __all__ = ["ModelProviderError", "ModelRegistryError", "NoModelProviderError", "UnknownModelError"]
 

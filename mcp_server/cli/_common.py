@@ -1,4 +1,4 @@
-"""What every command shares: exit codes, the one-line error format, JSON output, the server.
+"""What every command shares: exit codes, the one-line error format, JSON output, the home.
 
 Nothing here imports more than the standard library at module level: `orchestrator serve`
 over stdio is benchmarked, so each command imports what it needs when it runs.
@@ -11,13 +11,13 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, cast
 
 if TYPE_CHECKING:
     from skills import Home, LoadProblem
 
     from ..app import OrchestratorServer
+
 
 log = logging.getLogger("mcp_server.cli")
 
@@ -56,12 +56,15 @@ def error(message: str, hint: str = "") -> None:
     print(f"{PROG}: error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
 
 
-def sole_exception(group: BaseExceptionGroup) -> BaseException:
+def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one failure inside (nested) task groups, to report it as if no group were there."""
-    found: BaseException = group
-    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
-        found = found.exceptions[0]
-    return found
+    inner = group.exceptions
+    if len(inner) != 1:
+        return group
+    only = inner[0]
+    if isinstance(only, BaseExceptionGroup):
+        return sole_exception(cast("BaseExceptionGroup[BaseException]", only))
+    return only
 
 
 def print_json(data: Any) -> None:
@@ -84,35 +87,6 @@ def home(args: argparse.Namespace) -> Home:
     return Home.resolve(getattr(args, "home", None))
 
 
-def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServer:
-    from ..app import create_server
-
-    for extra in getattr(args, "skills", []):
-        path = Path(extra).expanduser()
-        if not path.is_dir() and not (path.is_file() and path.suffix.lower() in (".zip", ".skill")):
-            raise UsageError(
-                f"--skills {extra}: not a directory or a skill archive",
-                "give a folder that holds skill folders, or a .zip/.skill archive",
-            )
-    servers = getattr(args, "servers", None)
-    if servers and not Path(servers).expanduser().is_file():
-        raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
-    from ._allow import allowed_dirs
-
-    listing = {k: getattr(args, k) for k in ("catalogue", "catalogue_threshold", "page_size") if hasattr(args, k)}
-    from ._scale import backends
-
-    return create_server(
-        backends=backends(args),
-        home=home(args),
-        skill_dirs=getattr(args, "skills", []),
-        watch=watch,
-        servers=servers,
-        allow_dirs=allowed_dirs(args),
-        **listing,
-    )
-
-
 def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:
     """`KEY=VALUE` options as arguments: values are JSON when they parse, else strings (SPEC 8)."""
     arguments: dict[str, Any] = {}
@@ -125,7 +99,7 @@ def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:
             )
         if key in arguments:
             raise UsageError(f"{flag} {key} is given twice", "give each argument once")
-        from skills._json import load_json  # not at module level: the CLI starts without the skills package
+        from skills.core._json import load_json  # not at module level: the CLI starts without the skills package
 
         try:
             arguments[key] = load_json(raw)  # bounded: a deeply nested value stays text

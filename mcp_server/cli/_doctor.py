@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from ._allow import add_allow_dir, allowed_dirs
 from ._common import EXIT_OK, PROG, Parents, home, print_json
@@ -71,8 +71,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def diagnose(args: argparse.Namespace) -> dict[str, Any]:
-    from skills.isolation import load_settings, probe
-    from skills.roots import AllowedRoots
+    from skills.core.roots import AllowedRoots
+    from skills.executors.isolation import load_settings, probe
 
     the_home = home(args)
     isolation = probe(load_settings(the_home.root))
@@ -92,7 +92,7 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
 
 def _queue(args: argparse.Namespace) -> dict[str, Any]:
     """The queue of the distributed mode, checked for real (nothing when there is none)."""
-    from ._scale import backends
+    from ._server import backends
 
     url = backends(args).queue
     if not url:
@@ -104,7 +104,7 @@ def _queue(args: argparse.Namespace) -> dict[str, Any]:
 
 def _state(args: argparse.Namespace, db: Any) -> dict[str, Any]:
     """The state backend: the home's state.sqlite, or the PostgreSQL database checked for real."""
-    from ._scale import backends
+    from ._server import backends
 
     chosen = backends(args)
     if not chosen.state:
@@ -133,9 +133,9 @@ def _checked(found: dict[str, Any]) -> str:
 
 def _skills(args: argparse.Namespace) -> dict[str, Any]:
     """What the skills roots give: published skills, name clashes (who wins), folders skipped."""
-    from skills.sources import RootReport, report_roots
+    from skills.core.sources import RootReport, report_roots
 
-    from ._common import server
+    from ._server import server
 
     # The skills as this machine has them (the shared state's pipelines are not read: a
     # database that does not answer is reported under `state`, not as a crash here).
@@ -179,7 +179,7 @@ def _servers(path: Any) -> dict[str, Any]:
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        count = len(data.get("mcpServers") or {}) if isinstance(data, dict) else 0
+        count = len(cast("dict[str, Any]", data).get("mcpServers") or {}) if isinstance(data, dict) else 0
     except (OSError, ValueError):
         count = 0
     return {"file": str(path), "count": count}

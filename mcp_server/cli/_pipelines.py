@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._common import EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, print_json, server
+from ._common import EXIT_OK, EXIT_USAGE, PROG, Parents, UsageError, print_json
+from ._server import server
 
 if TYPE_CHECKING:
     from adapters import MCPSkillAdapter
@@ -228,7 +229,7 @@ def _list_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
 
     service = service_of(orchestrator)
     catalog = orchestrator.catalog
-    rows = [(s, True) for s in catalog if isinstance(s, PipelineSkill)]
+    rows: list[tuple[PipelineSkill, bool]] = [(s, True) for s in catalog if isinstance(s, PipelineSkill)]
     rows += [(s, False) for s in catalog.disabled() if isinstance(s, PipelineSkill)]
     rows.sort(key=lambda row: row[0].name)
     report(down)
@@ -327,7 +328,7 @@ def _command(target: str, arguments: dict[str, Any]) -> str:
 
 def _stays_a_string(text: str) -> bool:
     """True when `--input k=TEXT` gives back the string (it does not parse as JSON)."""
-    from skills._json import load_json
+    from skills.core._json import load_json
 
     try:
         load_json(text)

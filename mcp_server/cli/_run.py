@@ -26,8 +26,8 @@ from ._common import (
     error,
     parse_pairs,
     print_json,
-    server,
 )
+from ._server import server
 
 if TYPE_CHECKING:
     from pipelines._stepping import StepGate
@@ -158,7 +158,7 @@ def _resolved(orchestrator: OrchestratorServer, target: str, inputs: dict[str, A
 
 def _check_inputs(pipeline: str, target: str, schema: dict[str, Any], inputs: dict[str, Any]) -> None:
     from skills import ArgumentsError
-    from skills._schema import check_arguments
+    from skills.core._schema import check_arguments
 
     try:
         check_arguments(pipeline, schema, inputs)
@@ -189,7 +189,7 @@ def drive(
     from pipelines._summary import summary_key
     from pipelines.errors import RunStopped
     from skills import SkillContext
-    from skills.roles import ROLES_KEY
+    from skills.core.roles import ROLES_KEY
 
     from ._progress import open_display
 

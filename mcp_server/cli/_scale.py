@@ -13,10 +13,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ._allow import add_allow_dir
-from ._common import EXIT_OK, PROG, Parents, UsageError, positive_int, server
+from ._common import EXIT_OK, PROG, Parents, UsageError, positive_int
+from ._server import backends, server
 
 if TYPE_CHECKING:
-    from pipelines.state import Backends
+    pass
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -42,17 +43,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="where run artifacts go: DIR/<pipeline>/runs/<run>/ (default: $ORCHESTRATOR_ARTIFACTS, else the "
         "home's pipelines/); with workers, a folder every machine mounts",
     )
-
-
-def backends(args: argparse.Namespace) -> Backends:
-    """The checked --state/--queue/--artifacts of a command (a bad URL is a usage error, redacted)."""
-    from pipelines.errors import PipelineError
-    from pipelines.state import Backends
-
-    try:
-        return Backends.of(getattr(args, "state", None), getattr(args, "queue", None), getattr(args, "artifacts", None))
-    except PipelineError as exc:
-        raise UsageError(exc.message, exc.hint) from None
 
 
 def add_parsers(sub: Any, parents: Parents) -> None:
@@ -102,7 +92,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         ctx.extras["catalog"] = orchestrator.catalog
         if service.roles is not None:  # agents' roles of this worker's home
-            from skills.roles import ROLES_KEY
+            from skills.core.roles import ROLES_KEY
 
             ctx.extras[ROLES_KEY] = service.roles()
         return ctx

@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..transports import SessionLimits
 from ._allow import add_allow_dir
-from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int, server
+from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int
+from ._server import server
 
 if TYPE_CHECKING:
     from ..app import OrchestratorServer
 
 _N = TypeVar("_N", int, float)
 _LIMITS = SessionLimits()
-_HTTP_ONLY = {
+_HTTP_ONLY: dict[str, Any] = {
     "--stateless": False,
     "--auth-token": None,
     "--allowed-host": [],

@@ -17,8 +17,8 @@ from ._common import (
     not_found,
     print_json,
     report_load_problems,
-    server,
 )
+from ._server import server
 
 if TYPE_CHECKING:
     from skills import LoadProblem, Problem, Skill
@@ -130,7 +130,7 @@ def _list_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
             print(text)
         if not rows:
             print("no skills found")
-    from skills.sources import report_roots
+    from skills.core.sources import report_roots
 
     for warning in [*map(str, overrides), *report_roots(catalog.providers)]:
         print(f"warning: {warning}", file=sys.stderr)
@@ -158,9 +158,9 @@ def _show_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
         skill = next((s for s in catalog.disabled() if s.name == args.name), None)
     if skill is None:
         not_found(orchestrator, args.name)
-    from skills.isolation import confinement_of, probe
+    from skills.executors.isolation import confinement_of, probe
 
-    info = _summary(skill, enabled) | {
+    info: dict[str, Any] = _summary(skill, enabled) | {
         "confinement": confinement_of(skill, probe(orchestrator.access.settings)),
         "annotations": skill.annotations,
         "timeout": getattr(skill, "timeout", None),
@@ -194,7 +194,7 @@ def _skill_folders(root: Path) -> tuple[list[Path], list[Problem]]:
     """The skill folders under `root` (searched as the server searches a root, archives aside),
     and what was skipped there, as problems."""
     from skills import Problem
-    from skills.discovery import discover
+    from skills.core.discovery import discover
 
     found = discover(root)
     skipped = [Problem(s.path, s.reason, hint=s.hint, severity=s.severity) for s in found.skipped]
@@ -222,7 +222,7 @@ def _skills_validate(args: argparse.Namespace) -> int:
     from adapters.models import ModelService
 
     models = ModelService(home(args)).registry.known()
-    results = []
+    results: list[tuple[Path, str, list[Problem]]] = []
     for folder in folders:
         front, _, problems = check_folder(folder, strict=True, models=models)
         if front is not None and front.name in RESERVED_NAMES:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from mcp_types import CallToolResult
 
-from skills.base import LogFn, LogLevel, ProgressFn
+from skills.core.base import LogFn, LogLevel, ProgressFn
 
 if TYPE_CHECKING:
     from adapters.models import InputInbox

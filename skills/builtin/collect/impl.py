@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from skills._regex import HINT as PATTERN_HINT
-from skills._regex import PatternError, compile_pattern
-from skills.errors import SkillRunError
+from skills.core._regex import HINT as PATTERN_HINT
+from skills.core._regex import PatternError, compile_pattern
+from skills.core.errors import SkillRunError
 
 _MISSING = object()
 _OPS = ("==", "!=", ">", ">=", "<", "<=", "in", "not_in", "contains", "matches",
@@ -23,11 +23,13 @@ def get_field(item: Any, field: str) -> Any:
     value = item
     for part in field.split("."):
         if isinstance(value, Mapping) and part in value:
-            value = value[part]
+            value = cast("Mapping[str, Any]", value)[part]
         elif (
-            isinstance(value, list) and re.fullmatch(r"-?\d+", part) and -len(value) <= int(part) < len(value)
+            isinstance(value, list)
+            and re.fullmatch(r"-?\d+", part)
+            and -len(seq := cast("list[Any]", value)) <= int(part) < len(seq)
         ):
-            value = value[int(part)]
+            value = seq[int(part)]
         else:
             return _MISSING
     return value
@@ -58,7 +60,7 @@ def _compare(op: str, left: Any, right: Any) -> bool:
             return inside if op == "in" else not inside
         if op == "contains":
             return isinstance(left, list | str | Mapping) and right in left
-        if op == "matches":  # RE2, linear time: a client's pattern never backtracks (see skills._regex)
+        if op == "matches":  # RE2, linear time: a client's pattern never backtracks (see skills.core._regex)
             return isinstance(left, str) and compile_pattern(str(right)).search(left) is not None
     except TypeError:  # e.g. "3" > 2, or a string `in` a list of dicts: simply not a match
         return False
@@ -96,7 +98,7 @@ def collect(
     descending: bool = False,
     limit: int | None = None,
     fields: list[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     conditions = list(where or [])
     _check_where(conditions)
     rows: list[Any] = []
@@ -105,9 +107,10 @@ def collect(
             children = get_field(item, unnest)
             if not isinstance(children, list):
                 continue
-            for child in children:
+            for child in cast("list[Any]", children):
                 if keep and isinstance(child, Mapping) and isinstance(item, Mapping):
-                    child = {**{k: item[k] for k in keep if k in item and k not in child}, **child}
+                    parent, record = cast("Mapping[str, Any]", item), cast("Mapping[str, Any]", child)
+                    child = {**{k: parent[k] for k in keep if k in parent and k not in record}, **record}
                 rows.append(child)
     else:
         rows = list(items)

@@ -8,10 +8,10 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from skills._regex import PatternError, compile_pattern
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path, roots_of
+from skills.core._regex import PatternError, compile_pattern
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path, roots_of
 
 DEFAULT_EXCLUDE = ("__pycache__", "node_modules", "*.pyc")
 
@@ -107,7 +107,7 @@ def list_files(
     exclude: list[str] | None = None,
     max_results: int = 1000,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     _check_pattern(pattern)
     excluded = list(DEFAULT_EXCLUDE if exclude is None else exclude)
     root = allowed_path(ctx, directory, field="directory")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import codecs
 from pathlib import Path
+from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _NUL_CHECK_EXEMPT = ("utf-16", "utf16", "utf-32", "utf32")
 _PIECE = 1 << 16  # read long lines in pieces so one huge line never loads whole
@@ -30,7 +31,7 @@ def read_file(
     end_line: int | None = None,
     max_bytes: int = 1_000_000,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     file = _open_checked(path, ctx)
     try:
         decoder = codecs.getincrementaldecoder(encoding)(errors)

@@ -1,6 +1,6 @@
 """run-tests: run pytest in a confined subprocess and summarise its JUnit XML report.
 
-The tests are code the server did not write, so pytest runs in a jail (`skills._confine`):
+The tests are code the server did not write, so pytest runs in a jail (`skills.executors._confine`):
 the project folder (which must be inside the allowed roots) and the interpreter read-only, a
 private /tmp (pytest's tmp_path), no network unless this skill's skill.yaml says
 `network: true`, a scrubbed environment, and a process limit. A timeout or a cancelled call
@@ -22,11 +22,11 @@ from typing import Any
 
 import anyio
 
-from skills._confine import SYSTEM_PATH, Jail, Jailed
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.isolation import isolation_of
-from skills.roots import allowed_path, roots_of
+from skills.executors._confine import SYSTEM_PATH, Jail, Jailed
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.executors.isolation import isolation_of
+from skills.core.roots import allowed_path, roots_of
 
 _OUTPUT_TAIL = 8000
 _DETAILS = 2000
@@ -70,7 +70,7 @@ def _summarise(xml_file: Path, max_failures: int) -> dict[str, Any] | None:
                             "message": message[:500],
                             "details": text[-_DETAILS:],
                             "file": case.get("file"),
-                            "line": int(case.get("line")) + 1 if (case.get("line") or "").isdigit() else None,
+                            "line": int(line) + 1 if (line := case.get("line") or "").isdigit() else None,
                         }
                     )
                 break
@@ -127,7 +127,7 @@ async def run_tests(
     timeout: float = 300,
     max_failures: int = 20,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     target = allowed_path(ctx, path)
     if not target.exists():
         raise SkillRunError(
@@ -160,7 +160,7 @@ async def run_tests(
             workdir=report,
             cwd=workdir,
             read_only=(workdir, target, *installs),
-            network=bool((ctx.limits if ctx is not None else {}).get("network", False)),
+            network=ctx is not None and bool(ctx.limits.get("network", False)),
             nproc=_NPROC,
             tmp_mb=_TMP_MB,
         )

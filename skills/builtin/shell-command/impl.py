@@ -1,6 +1,6 @@
 """shell-command: run one program (an argv list, never a shell) in the run's artifact directory.
 
-Confinement (`skills._confine`): no shell, a scrubbed environment, the artifact directory as
+Confinement (`skills.executors._confine`): no shell, a scrubbed environment, the artifact directory as
 the one writable folder, working directory and HOME; where bubblewrap works, a jail with the
 system read-only, no network unless this skill's skill.yaml says `network: true`, private
 /tmp and its own PID namespace. Resource limits (address space, CPU seconds, no core files,
@@ -17,14 +17,15 @@ import shutil
 import subprocess
 import time
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from skills._confine import SYSTEM_PATH, Jail, Jailed
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.isolation import isolation_of
+from skills.executors._confine import SYSTEM_PATH, Jail, Jailed
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.executors.isolation import isolation_of
 
 _NPROC = 128
 
@@ -57,7 +58,7 @@ async def shell_command(
     max_output_bytes: int = 100_000,
     memory_mb: int = 1024,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     context = ctx or SkillContext(skill="shell-command")
     workdir = _workdir(context.artifacts(), cwd)
     isolation = await anyio.to_thread.run_sync(isolation_of, context.extras)

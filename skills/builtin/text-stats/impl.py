@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
-from skills.roots import allowed_path
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
+from skills.core.roots import allowed_path
 
 _WORD = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\u2019-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"[.!?\u2026]+(?=[\s\"'\u201d\u2019)\]]|$)")
@@ -61,7 +62,7 @@ def text_stats(
     min_word_length: int = 1,
     words_per_minute: int = 200,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     body, source = _load(text, path, encoding, ctx)
     words = _WORD.findall(body)
     lowered = [w.lower() for w in words]

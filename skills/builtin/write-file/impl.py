@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-from skills.base import SkillContext
-from skills.errors import SkillRunError
+from skills.core.base import SkillContext
+from skills.core.errors import SkillRunError
 
 
 def safe_target(base: Path, path: str) -> Path:
@@ -43,7 +44,7 @@ def write_file(
     append: bool = False,
     encoding: str = "utf-8",
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     context = ctx or SkillContext(skill="write-file")
     base = context.artifacts().resolve()
     target = safe_target(base, path)

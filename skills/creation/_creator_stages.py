@@ -16,13 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..core._schema import check_arguments, schema_problem
+from ..core.contract import NAME_PATTERN
+from ..core.errors import SkillsError
+from ..core.models import ModelAccess
 from . import _creator_prompts as prompts
 from ._creator_ask import ask_json
 from ._creator_tests import TestCase
-from ._schema import check_arguments, schema_problem
-from .contract import NAME_PATTERN
-from .errors import SkillsError
-from .models import ModelAccess
 
 __all__ = ["Atomized", "Parts", "SkillPlan", "Verdict", "Written", "atomize", "plan", "review", "write"]
 

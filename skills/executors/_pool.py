@@ -1,6 +1,6 @@
 """Worker processes for synchronous python skills: reused between calls, killed at a timeout.
 
-A call takes a worker (`skills._channel.Worker`, running `skills._worker`), sends its request
+A call takes a worker (`skills.executors._channel.Worker`, running `skills.executors._worker`), sends its request
 and its task reads the replies on the pipe without a thread. A call that times out, is
 cancelled, or whose worker dies is answered at once and its worker killed with everything it
 started (its own process group): the work stops, nothing runs on.
@@ -381,7 +381,7 @@ async def call_in_worker(request: dict[str, Any], ctx: Any, timeout: float) -> A
 
     Raises `TimeoutError` after `timeout` seconds (the worker is killed), `WorkerDied`, or
     returns `("result", value, artifact_dir, seconds)` / `("error", failure, seconds)` (see
-    `skills._worker`).
+    `skills.executors._worker`).
     """
     call = Call(request, ctx, timeout)
     while True:

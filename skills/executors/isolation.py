@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._yaml import YAMLError, load_yaml
+from ..core._yaml import YAMLError, load_yaml
 
 if TYPE_CHECKING:
+    from ..core.base import Skill
     from ._bwrap import BwrapMode
-    from .base import Skill
 
 __all__ = [
     "UNCONFINED",
@@ -46,8 +46,6 @@ __all__ = [
 
 log = logging.getLogger("skills.isolation")
 
-SANDBOX_USER = 65534
-"""uid and gid (`nobody`) a root server's confined processes run as."""
 _PROBE_TIMEOUT = 20.0
 
 
@@ -193,7 +191,7 @@ def _run_probe(bwrap: str) -> Isolation:
     import subprocess
     import tempfile
 
-    from ._bootstrap import bootstrap_argv
+    from ._bootstrap import SANDBOX_USER, bootstrap_argv
     from ._bwrap import bwrap_argv
 
     mode: BwrapMode = "root" if os.geteuid() == 0 else "userns"

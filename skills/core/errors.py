@@ -13,8 +13,8 @@ carry a location and a hint; runtime failures say what went wrong while a skill 
         ├── SkillCancelledError  cancelled        yes   cancelled before it finished (finished work is kept)
         ├── NotConnectedError    not_connected    yes   what the skill needs is not connected now (an upstream)
         ├── OutputError          skill_failed     no    the result broke the contract (too large, not JSON, schema)
-        ├── NoModelProviderError skill_failed     no    no Anthropic API key and no client sampling (skills.models)
-        └── UnknownModelError    skill_failed     no    a model role or id the registry does not know (skills.models)
+        ├── NoModelProviderError skill_failed     no    no Anthropic API key and no client sampling (core.models)
+        └── UnknownModelError    skill_failed     no    a model role or id the registry does not know (core.models)
 
 Every failed tool call reaches the client as one envelope, `{"error": {"type", "message",
 "hint", "retryable", "where"}}` (SPEC 7), built by `error_envelope`. The type and the retry

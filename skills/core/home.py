@@ -23,11 +23,11 @@ __all__ = ["BUILTIN_SKILLS_DIR", "DEFAULT_MODELS_FILE", "Home", "InstallReport"]
 
 log = logging.getLogger("skills.home")
 
-BUILTIN_SKILLS_DIR = Path(__file__).resolve().parent / "builtin"
-DEFAULT_MODELS_FILE = Path(__file__).resolve().parent / "defaults" / "models.yaml"
+BUILTIN_SKILLS_DIR = Path(__file__).resolve().parent.parent / "builtin"
+DEFAULT_MODELS_FILE = Path(__file__).resolve().parent.parent / "defaults" / "models.yaml"
 """The shipped model registry (SPEC 6), installed as `models/registry.yaml`."""
-DEFAULT_ROLES_FILE = Path(__file__).resolve().parent / "defaults" / "roles.yaml"
-"""The shipped agent roles (`skills.roles`), installed as `agents/roles.yaml`."""
+DEFAULT_ROLES_FILE = Path(__file__).resolve().parent.parent / "defaults" / "roles.yaml"
+"""The shipped agent roles (`skills.core.roles`), installed as `agents/roles.yaml`."""
 _MANIFEST = ".install-manifest.json"
 _REGISTRY_HEADER = """\
 # Skills known to this orchestrator home (docs/skills.md#the-registry).

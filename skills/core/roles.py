@@ -25,7 +25,6 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from ._yaml import YAMLError, load_yaml
-from .base import SkillContext
 from .contract import LIMIT_FIELDS, NAME_PATTERN, AgentSpec
 from .errors import ArgumentsError, ErrorType, FieldError, SkillsError
 from .home import DEFAULT_ROLES_FILE
@@ -39,7 +38,6 @@ __all__ = [
     "UnknownRoleError",
     "apply_role",
     "load_roles",
-    "spawn_agent",
 ]
 
 log = logging.getLogger("skills.roles")
@@ -206,43 +204,3 @@ class Roles:
         if self._book is None or stamp != self._stamp:
             self._book, self._stamp = load_roles(self.home), stamp
         return self._book
-
-
-class RoleHost:
-    """A role as the host an agent run needs: its name; the instructions are in its spec."""
-
-    kind = "agent"
-
-    def __init__(self, name: str, role: AgentRole) -> None:
-        self.name = name
-        self.description = role.description or f"the {name} agent"
-
-    def body(self) -> str:
-        return ""
-
-    def files(self) -> list[str]:
-        return []
-
-
-async def spawn_agent(
-    role: str, task: str, ctx: SkillContext, *, context: str = "", given: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """Run one agent of `role` on `task` (seed 002's spawn_subagent): its result, with `role`.
-
-    `given`: settings of the caller that narrow the role (limits, `skills`) or replace its
-    `model` and `thinking`. The run's shared budget in `ctx` applies as for any agent.
-
-    Raises:
-        UnknownRoleError: no such role. ArgumentsError: `given` widens the role's allow-list.
-        NoModelProviderError: no model can be asked.
-    """
-    from ._agent import run_agent
-    from .contract import RunSpec, SkillContract
-
-    book = ctx.extras.get(ROLES_KEY)
-    book = book if isinstance(book, RoleBook) else load_roles(None)
-    found = book.get(role)
-    spec = found.narrowed(role, given or {})
-    arguments = {"task": task, **({"context": context} if context else {})}
-    result = await run_agent(RoleHost(role, found), SkillContract(run=RunSpec(agent=spec)), arguments, ctx)
-    return {"role": role, **result}

@@ -1,7 +1,7 @@
 """The `python` executor: a function in a module inside the skill folder.
 
 Where it runs depends on the function:
-- `def f(...)` (synchronous) runs in a worker process of `skills._pool`: a runaway one is killed
+- `def f(...)` (synchronous) runs in a worker process of `skills.executors._pool`: a runaway one is killed
   at its timeout (pure-Python loop or C call alike), and `sys.exit()`, `os._exit()` or a crash
   ends that worker, not the server. Its `ctx` carries the skill, run id, artifact directory,
   limits and the plain-data `extras`; progress and log messages travel back to the caller.
@@ -30,10 +30,10 @@ from typing import Any, cast
 import anyio
 import anyio.to_thread
 
-from . import errors
-from ._worker import SKILL_MODULE_PREFIX
-from .base import SkillContext
-from .errors import SkillCancelledError, SkillRunError, SkillsError, SkillTimeoutError
+from ..core import errors
+from ..core.base import SkillContext
+from ..core.errors import SkillCancelledError, SkillRunError, SkillsError, SkillTimeoutError
+from ._wire import SKILL_MODULE_PREFIX
 
 log = logging.getLogger("skills.loader")
 
@@ -216,7 +216,7 @@ async def run_python(
 def _rebuilt(skill: str, failure: dict[str, Any]) -> SkillsError:
     """The worker's error as the class it was raised as (its envelope type), else a skill failure."""
     if failure.get("exception"):
-        try:  # a SkillsError of any module (skills.roots ...), with its message, hint and fields
+        try:  # a SkillsError of any module (skills.core.roots ...), with its message, hint and fields
             raised = pickle.loads(failure["exception"])
         except (pickle.UnpicklingError, ImportError, AttributeError, TypeError, ValueError):
             raised = None  # a class whose constructor wants more than the message: rebuilt below

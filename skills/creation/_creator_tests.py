@@ -17,14 +17,14 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._json import JSON
-from ._regex import PatternError, compile_pattern
-from ._schema import check_arguments, check_output
-from ._script import run_script
-from .base import LogFn
-from .contract import SkillContract
-from .errors import SkillsError
-from .isolation import Isolation
+from ..core._json import JSON
+from ..core._regex import PatternError, compile_pattern
+from ..core._schema import check_arguments, check_output
+from ..core.base import LogFn
+from ..core.contract import SkillContract
+from ..core.errors import SkillsError
+from ..executors._script import run_script
+from ..executors.isolation import Isolation
 
 __all__ = ["Check", "TestCase", "TestOutcome", "run_cases"]
 

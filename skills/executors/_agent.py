@@ -27,13 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import anyio
 
-from ._agent_io import as_text, confidence, envelope_text, first_line, short, tool_result
-from ._json import JSON
-from ._prompt import choose_model, parse_json
-from ._schema import ANY_JSON, check_arguments, check_output, nullable
-from .base import SkillContext
-from .budget import AGENT_BUDGET_KEY, RunBudget
-from .errors import (
+from ..core._json import JSON
+from ..core._schema import ANY_JSON, check_arguments, check_output, nullable
+from ..core.base import SkillContext
+from ..core.budget import AGENT_BUDGET_KEY, RunBudget
+from ..core.errors import (
     ArgumentsError,
     FieldError,
     OutputError,
@@ -41,13 +39,15 @@ from .errors import (
     SkillsError,
     UnknownSkillError,
 )
-from .models import Completion, ModelAccess, NoModelProviderError, UnknownModelError, Usage, model_access
-from .roles import ROLES_KEY, apply_role
+from ..core.models import Completion, ModelAccess, NoModelProviderError, UnknownModelError, Usage, model_access
+from ..core.roles import ROLES_KEY, apply_role
+from ._agent_io import as_text, confidence, envelope_text, first_line, short, tool_result
+from ._prompt import choose_model, parse_json
 
 if TYPE_CHECKING:
-    from .base import Skill
-    from .catalog import Catalog
-    from .contract import AgentSpec, SkillContract
+    from ..core.base import Skill
+    from ..core.catalog import Catalog
+    from ..core.contract import AgentSpec, SkillContract
 
 __all__ = ["AGENT_STATUSES", "AgentHost", "AgentStatus", "agent_output_schema", "run_agent"]
 

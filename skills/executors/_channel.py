@@ -1,10 +1,10 @@
 """One worker process seen from the server: its pipes, the calls it holds in order, their replies.
 
-A worker runs its calls one at a time in the order they were sent (see `skills._worker`), so the
+A worker runs its calls one at a time in the order they were sent (see `skills.executors._worker`), so the
 server knows which call every reply belongs to without ids on the replies: the first call of
 `inflight` is the one running (or about to run), and its final reply comes before the next
 call's first. Reading is done by one task at a time, the task of the first call still wanted
-(see `skills._pool`); it parses frames out of `buffer`, where the replies of the calls queued
+(see `skills.executors._pool`); it parses frames out of `buffer`, where the replies of the calls queued
 behind it may already wait.
 """
 
@@ -24,11 +24,11 @@ from typing import Any, Literal, cast
 
 import anyio
 
-from ._worker import HEADER, MAX_FRAME
+from ._wire import HEADER, MAX_FRAME
 
 __all__ = ["Call", "StoppedAtStart", "Worker", "WorkerDied", "frame"]
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 ATOMIC = select.PIPE_BUF
 """A write of at most this many bytes to a pipe is all or nothing: queued requests and skips
 are written whole without waiting, so a task never leaves half a frame in the pipe."""
@@ -92,7 +92,7 @@ class Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "skills._worker"],
+            [sys.executable, "-m", "skills.executors._worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

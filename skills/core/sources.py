@@ -1,7 +1,7 @@
 """`FolderSource`: the skills of one root (a `--skills DIR`, the home's `skills/`, the built-ins).
 
-A root is searched recursively (`skills.discovery`); archives found in it are unpacked into the
-home's cache (`skills._archive`) and their skills served like folders. What is parsed from each
+A root is searched recursively (`skills.core.discovery`); archives found in it are unpacked into the
+home's cache (`skills.core._archive`) and their skills served like folders. What is parsed from each
 skill folder is kept in a JSON file keyed by the folder's stamp (mtime and size of SKILL.md and
 skill.yaml), warnings included: a restart re-parses only the folders that changed, and says
 everything a cold start says.

@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .isolation import SANDBOX_USER
-
 if TYPE_CHECKING:
     from ._bwrap import BwrapMode
 
-__all__ = ["PYTHON", "RUN_PYTHON", "bootstrap_argv", "exit_signal"]
+__all__ = ["PYTHON", "RUN_PYTHON", "SANDBOX_USER", "bootstrap_argv", "exit_signal"]
+
+SANDBOX_USER = 65534
+"""uid and gid (`nobody`) a root server's confined processes run as."""
 
 PYTHON = sys.executable or shutil.which("python3") or "/usr/bin/python3"
 _FSIZE = 100 * 2**20  # largest file a jailed process may write

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._json import JSON
-from ._schema import check_output
-from .errors import OutputError, SkillRunError, SkillTimeoutError
-from .models import ModelAccess, model_access
+from ..core._json import JSON
+from ..core._schema import check_output
+from ..core.errors import OutputError, SkillRunError, SkillTimeoutError
+from ..core.models import ModelAccess, model_access
 
 if TYPE_CHECKING:
     from jinja2 import Template
 
-    from .base import Skill, SkillContext
-    from .contract import SkillContract
+    from ..core.base import Skill, SkillContext
+    from ..core.contract import SkillContract
 
 __all__ = ["REASKS", "ask_json", "carry_out", "choose_model", "parse_json", "run_prompt"]
 

@@ -2,15 +2,15 @@
 
 Script skills, created skills' tests, `run-tests` and `shell-command` all go through `Jailed`:
 
-- Confined (bubblewrap works here, see `skills.isolation`): the process runs in a jail of its
-  own (`skills._bwrap`): no network unless asked, the system and the given paths read-only, one
+- Confined (bubblewrap works here, see `skills.executors.isolation`): the process runs in a jail of its
+  own (`skills.executors._bwrap`): no network unless asked, the system and the given paths read-only, one
   writable work directory, private /tmp, its own PID namespace. When its first process ends,
   or on stop, the namespace goes and every descendant with it, `setsid` ones included.
 - Unconfined (no bubblewrap): its own session and process group, a scrubbed environment; on
   stop the group gets SIGTERM, a grace period, then SIGKILL, and a sweep of /proc kills what
   left the group (`setsid`) but still carries the jail's token in its environment.
 
-Either way the bootstrap (`skills._bootstrap`) sets the resource limits before the program
+Either way the bootstrap (`skills.executors._bootstrap`) sets the resource limits before the program
 starts.
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from ._bootstrap import PYTHON, RUN_PYTHON, bootstrap_argv, exit_signal
+from ._bootstrap import PYTHON, RUN_PYTHON, SANDBOX_USER, bootstrap_argv, exit_signal
 from ._bwrap import bwrap_argv
-from .isolation import SANDBOX_USER, Isolation
+from .isolation import Isolation
 
 __all__ = ["PYTHON", "RUN_PYTHON", "SYSTEM_PATH", "Jail", "Jailed", "bootstrap_argv", "exit_signal"]
 

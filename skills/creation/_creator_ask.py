@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._json import JSON
-from .errors import SkillRunError
-from .models import ModelAccess
+from ..core._json import JSON
+from ..core.errors import SkillRunError
+from ..core.models import ModelAccess
 
 __all__ = ["AnswerError", "ask_json", "fenced_blocks", "parse_json"]
 

@@ -34,16 +34,16 @@ from typing import Any, Literal
 import anyio
 import yaml
 
+from ..core.base import SkillContext
+from ..core.catalog import RESERVED_NAMES, Catalog
+from ..core.checks import check_folder
+from ..core.home import Home
+from ..core.models import ModelAccess, Usage, model_access
+from ..core.sources import FolderSource
+from ..executors.isolation import isolation_of
 from . import _creator_stages as stages
 from ._creator_ask import AnswerError, ask_json, fenced_blocks, parse_json
 from ._creator_tests import TestCase, TestOutcome, run_cases
-from .base import SkillContext
-from .catalog import RESERVED_NAMES, Catalog
-from .checks import check_folder
-from .home import Home
-from .isolation import isolation_of
-from .models import ModelAccess, Usage, model_access
-from .sources import FolderSource
 
 __all__ = [
     "AnswerError",

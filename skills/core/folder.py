@@ -13,13 +13,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from .base import SkillContext, SkillKind, SkillSource
-from .checks import check_folder, inside
+from .checks import check_folder
 from .contract import FrontMatter, SkillContract
 from .discovery import is_hidden, within
-from .errors import DefinitionError, Problem, SkillRunError
+from .errors import DefinitionError, Problem
+from .runner import runner_for
 
 __all__ = ["INSTRUCTIONS_INPUT", "INSTRUCTIONS_OUTPUT", "FolderSkill", "check_folder", "folder_stamp", "load_folder"]
 
@@ -112,16 +111,12 @@ class FolderSkill:
     def output_schema(self) -> dict[str, Any] | None:
         if self.contract is None:
             return INSTRUCTIONS_OUTPUT
-        if self.contract.run.agent is not None:
-            return self._agent_output
-        return self.contract.outputs
+        return self._run_output
 
     @cached_property
-    def _agent_output(self) -> dict[str, Any]:
-        from ._agent import agent_output_schema
-
+    def _run_output(self) -> dict[str, Any] | None:
         assert self.contract is not None
-        return agent_output_schema(self.contract.outputs)
+        return runner_for(self.contract.run.kind).output_schema(self.contract)
 
     @property
     def annotations(self) -> dict[str, Any] | None:
@@ -218,49 +213,7 @@ class FolderSkill:
                 "instructions": self.body(),
                 "files": self.files(),
             }
-        run = contract.run
-        if run.python:
-            from ._python import run_python
-
-            # Built-ins that start processes (run-tests, shell-command) confine them with the
-            # network their own skill.yaml allows (a plain value: it reaches a worker process too).
-            ctx.limits = {**ctx.limits, "network": contract.network}
-            return await run_python(self._root, run.python, self.name, arguments, ctx, contract.timeout)
-        if run.script:
-            from ._script import run_script
-
-            program = inside(self._root, run.script)
-            if program is None:
-                raise SkillRunError(f"'{self.name}': run.script points outside the skill folder")
-            from .isolation import isolation_of
-
-            return await run_script(
-                program,
-                arguments,
-                skill=self.name,
-                workdir=ctx.artifacts(),
-                timeout=contract.timeout,
-                memory_mb=contract.memory_mb,
-                max_output_bytes=contract.max_output_bytes,
-                env_allow=contract.env,
-                log=ctx.log,
-                folder=self._root,
-                network=contract.network,
-                isolation=await anyio.to_thread.run_sync(isolation_of, ctx.extras),
-            )
-        if run.agent is not None:
-            from ._agent import run_agent
-
-            return await run_agent(self, contract, arguments, ctx)
-        from ._prompt import run_prompt
-
-        template = inside(self._root, run.prompt or "")
-        if template is None or not template.is_file():
-            raise SkillRunError(
-                f"'{self.name}': its prompt template '{run.prompt}' is missing or outside the skill folder",
-                hint="create the template inside the skill folder",
-            )
-        return await run_prompt(self, contract, template, arguments, ctx)
+        return await runner_for(contract.run.kind).run(self, contract, arguments, ctx)
 
 
 def folder_stamp(root: Path) -> tuple[int, ...]:

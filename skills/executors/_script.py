@@ -1,6 +1,6 @@
 """The `script` executor: a skill's program as a confined subprocess (a security boundary).
 
-- Confinement (`skills._confine`, bubblewrap where it works): no network unless skill.yaml says
+- Confinement (`skills.executors._confine`, bubblewrap where it works): no network unless skill.yaml says
   `network: true`; the system and the skill folder read-only; the call's artifact directory as
   the one writable work directory; private /tmp; its own PID namespace, so nothing of the
   server's is visible in /proc and every descendant dies with the call, `setsid` ones too.
@@ -32,9 +32,9 @@ import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from ..core.base import LogFn, LogLevel
+from ..core.errors import OutputError, SkillRunError, SkillTimeoutError
 from ._confine import PYTHON, RUN_PYTHON, SYSTEM_PATH, Jail, Jailed
-from .base import LogFn, LogLevel
-from .errors import OutputError, SkillRunError, SkillTimeoutError
 from .isolation import Isolation, probe
 
 __all__ = ["run_script"]

@@ -1,6 +1,6 @@
-"""The worker process that runs synchronous python skills (started by `skills._pool`).
+"""The worker process that runs synchronous python skills (started by `skills.executors._pool`).
 
-    python -m skills._worker      # speaks length-prefixed pickle frames on its stdin/stdout
+    python -m skills.executors._worker      # speaks length-prefixed pickle frames on its stdin/stdout
 
 Why a process: a runaway skill (a `while True`, a C call such as a backtracking regex or a
 10**10**8 power that holds the GIL) stops every client of an in-process server, and a thread
@@ -35,19 +35,13 @@ import os
 import pickle
 import select
 import signal
-import struct
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-HEADER = struct.Struct("!I")
-"""The length of a frame's payload, 4 bytes big-endian, before the payload (both sides use it)."""
-SKILL_MODULE_PREFIX = "_orchestrator_skill_"
-"""The private module names under which `skills._python.load_entry` imports skill modules."""
-MAX_FRAME = 256 << 20
-"""Largest frame either side sends: a skill's result above this is refused as too large."""
+from ._wire import HEADER, MAX_FRAME, SKILL_MODULE_PREFIX
 
 
 class Opaque:
@@ -124,7 +118,7 @@ def _die_with_parent() -> None:
 
 
 def _context(request: dict[str, Any], out: int) -> Any:
-    from .base import SkillContext
+    from ..core.base import SkillContext
 
     info = request["ctx"]
 
@@ -184,7 +178,7 @@ def _entry(request: dict[str, Any]) -> Any:
 
 def _serve_one(request: dict[str, Any], out: int) -> tuple[Any, ...]:
     """Run one call; its final reply (progress and log messages are written as they come)."""
-    from .errors import SkillsError
+    from ..core.errors import SkillsError
 
     ctx = None
     began = time.perf_counter()  # again once the module is loaded: the pool wants the skill's own time
@@ -286,7 +280,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the module's importable twin, so that `Opaque` pickles as `skills._worker.Opaque`.
-    from skills._worker import main as _main
+    # Run the module's importable twin, so that `Opaque` pickles as `skills.executors._worker.Opaque`.
+    from skills.executors._worker import main as _main
 
     _main()

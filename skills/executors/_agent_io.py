@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .errors import SkillsError, error_envelope
+from ..core.errors import SkillsError, error_envelope
 
 __all__ = ["MAX_TOOL_RESULT_CHARS", "as_text", "confidence", "envelope_text", "first_line", "short", "tool_result"]
 

@@ -1,0 +1,28 @@
+"""Where a step starts and ends in the compiled graph, and the default width of a parallel `for`.
+
+The compiler builds the graph by these names and the runtime finds its way in it by them
+(step-through pauses at a step's end node, a re-run goes back to its entry node; a `for`
+without `max_parallel` runs this many items at once). Both import them from here, so the
+runtime never imports the compiler, which imports the runtime's `RunContext`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .spec import StepSpec
+
+__all__ = ["DEFAULT_MAX_PARALLEL", "end_node", "entry_node"]
+
+DEFAULT_MAX_PARALLEL = 16
+
+
+def entry_node(step: StepSpec) -> str:
+    """The node that starts a (top-level) step: a re-run goes back to the checkpoint before it."""
+    return step.id if step.kind in ("skill", "agent") else f"{step.id}.if" if step.kind == "if" else f"{step.id}.start"
+
+
+def end_node(step: StepSpec) -> str:
+    """The node that finishes a step (its output is in the scope after it): step-through pauses there."""
+    return step.id if step.kind in ("skill", "agent") else f"{step.id}.join" if step.kind == "if" else f"{step.id}.done"

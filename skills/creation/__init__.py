@@ -1,0 +1,3 @@
+"""Model-driven skill creation (`create_skill`): a model writes a skill, its tests run, and it is
+installed in the home when they pass. It builds on the core and on the executors (the tests run
+the new skill's script)."""

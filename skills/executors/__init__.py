@@ -1,0 +1,5 @@
+"""The executors of folder skills: `python` (a worker pool), `script` (confined by bubblewrap),
+`prompt` and `agent` (a model, through `ctx.models`), and the isolation settings they share.
+
+They import the core, never `skills.creation`.
+"""
