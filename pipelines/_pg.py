@@ -21,7 +21,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -169,6 +169,30 @@ class Postgres:
     def notify(self, channel: str, payload: str) -> None:
         with self.connect() as conn:
             conn.execute("SELECT pg_notify(?, ?)", (channel, payload))
+
+    async def listen(self, channel: str, heard: Callable[[str | None], Awaitable[None]]) -> None:
+        """Call `heard(payload)` for every notification on `channel` (until cancelled).
+
+        `heard(None)` comes first on every (re)connection: whatever was notified while nobody
+        listened must be looked up again. A lost connection is opened again after a pause.
+        """
+        import anyio
+        import psycopg
+        from psycopg import sql
+
+        pause = 1.0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    pause = 1.0
+                    await heard(None)
+                    async for note in conn.notifies():
+                        await heard(note.payload)
+            except psycopg.Error as exc:
+                log.warning("lost the state database %s (%s); listening again in %gs", self.shown, exc, pause)
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 30.0)
 
     def close(self) -> None:
         with self._lock:

@@ -82,12 +82,7 @@ def task_wire(record: TaskRecord, service: TaskService, *, modern: bool, detail:
         elif record.status == "failed":
             wire["error"] = record.error or {"code": -32603, "message": record.status_message or "failed"}
         elif record.status == "input_required":
-            execution = service.execution(record.task_id)
-            pending = execution.inbox.pending if execution is not None and execution.inbox is not None else {}
-            wire["inputRequests"] = {
-                key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
-                for key, request in pending.items()
-            }
+            wire["inputRequests"] = service.pending(record.task_id)
     return wire
 
 
@@ -136,9 +131,8 @@ class _Methods:
         record, modern = await self._task(ctx, params)
         if not modern:
             raise MCPError(code=-32601, message="Method not found", data="tasks/update")
-        execution = self.service.execution(record.task_id)
-        if execution is not None and execution.inbox is not None:
-            execution.inbox.answer({k: v for k, v in (params.input_responses or {}).items() if isinstance(v, dict)})
+        answers = {k: v for k, v in (params.input_responses or {}).items() if isinstance(v, dict)}
+        await self.service.answer(record.task_id, answers)
         return {}
 
     async def cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
