@@ -21,12 +21,16 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, LiteralString, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from .runs import RUN_OWNER_COLUMNS, RUNS_SCHEMA
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import DictRow
 
 __all__ = ["Connection", "Postgres", "is_postgres", "postgres", "redact"]
 
@@ -130,7 +134,7 @@ class Postgres:
             return self._pool
 
     @contextmanager
-    def connect(self) -> Iterator[Connection]:
+    def connect(self) -> Generator[Connection]:
         """One transaction (committed when the block ends without an error)."""
         with self._open().connection() as conn:
             yield Connection(conn)
@@ -147,13 +151,14 @@ class Postgres:
         """Run idempotent DDL under the migrations' lock (two processes creating one table at once
         would collide in PostgreSQL's catalogue); `langgraph`: also LangGraph's checkpoint tables."""
         import psycopg
-        from psycopg.rows import dict_row
+        from psycopg.rows import DictRow, dict_row
 
-        with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as conn:
+        # rows as dicts: LangGraph's `setup` reads its own rows by column name
+        with psycopg.Connection[DictRow].connect(self.url, autocommit=True, row_factory=dict_row) as conn:
             _lock_migrations(conn)
             try:
                 for statement in statements:
-                    conn.execute(statement)  # type: ignore[arg-type]  # our own constant DDL
+                    conn.execute(cast("LiteralString", statement))  # our own constant DDL
                 if langgraph:
                     from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -201,12 +206,12 @@ class Postgres:
                 self._pool = None
 
 
-def _lock_migrations(conn: Any) -> None:
+def _lock_migrations(conn: psycopg.Connection[DictRow]) -> None:
     """Take the migrations' advisory lock, polling: a session blocked inside `pg_advisory_lock`
     is a transaction that LangGraph's `CREATE INDEX CONCURRENTLY` (run by the holder) waits for,
     a deadlock PostgreSQL breaks by failing one process's start."""
     deadline = time.monotonic() + MIGRATION_WAIT
-    while not conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_LOCK_KEY,)).fetchone()["got"]:
+    while not (conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_LOCK_KEY,)).fetchone() or {}).get("got"):
         if time.monotonic() > deadline:
             raise TimeoutError(f"another process has been migrating the state database for {MIGRATION_WAIT:g}s")
         time.sleep(0.1)  # another process migrates (a second or so); no event to wait on across processes

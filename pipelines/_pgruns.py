@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ._owner import Owner
 from ._pg import Connection, Postgres
-from .runs import _COLUMNS, RunStore
+from .runs import RUN_COLUMNS, RunStore
 
 __all__ = ["PgRunStore"]
 
@@ -58,8 +58,9 @@ class PgRunStore(RunStore):
         now = time.time()
         self._do(
             lambda conn: conn.execute(
-                f"INSERT INTO orchestrator_runs ({_COLUMNS}, source) VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL,"
-                " ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
+                f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source)"
+                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
                 " result=NULL, error=NULL, failed_step=NULL, owner_host=EXCLUDED.owner_host,"
                 " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
                 " owner_started=EXCLUDED.owner_started, heartbeat=EXCLUDED.heartbeat,"

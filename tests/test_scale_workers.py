@@ -96,6 +96,31 @@ def test_a_thousand_items_of_a_parallel_for_run_on_both_workers(tmp_path: Path, 
 def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_finished_items(
     tmp_path: Path, workers: Workers
 ) -> None:
+    _kill_the_driver_mid_run(tmp_path, workers)
+
+
+def test_a_worker_on_another_host_killed_mid_run_is_taken_over_once_its_lease_ends(
+    tmp_path: Path, tick: Path, pg_url: str, redis_url: str
+) -> None:
+    """Each worker says it is on a host of its own (`$ORCHESTRATOR_HOST_ID`), so the survivor cannot
+    look for the dead one's process: it takes the run over only once its heartbeat is older than
+    the lease (`$ORCHESTRATOR_LEASE`, shortened here)."""
+    group = Workers(tmp_path, tick, pg_url, redis_url)
+    try:
+        for name in ("w1", "w2"):
+            group.start(name, env={"ORCHESTRATOR_HOST_ID": f"host-of-{name}", "ORCHESTRATOR_LEASE": "5"})
+        hosts = _kill_the_driver_mid_run(tmp_path, group)
+    finally:
+        group.stop()
+    assert hosts[0] in ("host-of-w1", "host-of-w2")  # the owner was recorded with the configured host id
+    assert hosts[1] in ("host-of-w1", "host-of-w2") and hosts[1] != hosts[0]  # the other host finished it
+
+
+def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str]:
+    """Run SLOW through the queue, SIGKILL the worker that drives it after ten items, and check the
+    other one finished it without running a recorded item again; (first owner host, last)."""
+    import json
+
     import psycopg
 
     pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
@@ -108,10 +133,11 @@ def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_f
         stderr=subprocess.PIPE,
         cwd=tmp_path,
     )
+    query = "SELECT owner_pid, owner_host FROM orchestrator_runs WHERE pipeline='slow'"
     try:
         _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
         with psycopg.connect(workers.state) as conn:
-            (pid,) = conn.execute("SELECT owner_pid FROM orchestrator_runs WHERE pipeline='slow'").fetchone()  # type: ignore[misc]
+            (pid, first_host) = conn.execute(query).fetchone()  # type: ignore[misc]
         driver = next(name for name, proc in workers.procs.items() if proc.pid == pid)
         os.kill(pid, signal.SIGKILL)  # the worker that drives the run, mid-run
         workers.procs[driver].wait(30)
@@ -124,8 +150,6 @@ def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_f
             client.kill()
             client.wait()
     assert client.returncode == 0, err.decode()
-    import json
-
     result = json.loads(out)
     assert result["ticked"] == 60
     starts = Counter(line for line in _lines(log) if line.startswith("start"))
@@ -135,3 +159,6 @@ def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_f
     shown = run_cli("runs", "show", result["run_id"], "--state", workers.state, "--json", env=here, cwd=tmp_path).json()
     survivor = next(name for name in workers.procs if name != driver)
     assert shown["status"] == "succeeded" and shown["workers"].get(survivor, 0) > 0
+    with psycopg.connect(workers.state) as conn:
+        (_, last_host) = conn.execute(query).fetchone()  # type: ignore[misc]
+    return str(first_host), str(last_host)

@@ -16,7 +16,7 @@ task, and a task of another identity, are the same -32602: a task's existence is
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -131,7 +131,8 @@ class _Methods:
         record, modern = await self._task(ctx, params)
         if not modern:
             raise MCPError(code=-32601, message="Method not found", data="tasks/update")
-        answers = {k: v for k, v in (params.input_responses or {}).items() if isinstance(v, dict)}
+        responses = (params.input_responses or {}).items()
+        answers = {k: cast("dict[str, Any]", v) for k, v in responses if isinstance(v, dict)}
         await self.service.answer(record.task_id, answers)
         return {}
 

@@ -32,7 +32,7 @@ from pipelines._owner import Owner
 from pipelines._pg import Connection, Postgres, pg_dialect
 
 from ._execution import first_of
-from ._sqlite import _COLUMNS, _MARKS, _SCHEMA, SqliteTaskStore, _row
+from ._sqlite import TASK_COLUMNS, TASK_MARKS, TASKS_SCHEMA, SqliteTaskStore, task_row
 from .store import TaskRecord
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ log = logging.getLogger("mcp_server.tasks")
 
 T = TypeVar("T")
 
-_UPDATE = ", ".join(f"{c}=EXCLUDED.{c}" for c in _COLUMNS.split(", ") if c != "task_id")
+_UPDATE = ", ".join(f"{c}=EXCLUDED.{c}" for c in TASK_COLUMNS.split(", ") if c != "task_id")
 
 NOTIFY_TASKS = "orchestrator_tasks"
 """The LISTEN/NOTIFY channel on which a replica tells the others that a task has a message."""
@@ -83,16 +83,16 @@ class PostgresTaskStore(SqliteTaskStore):
     def _do(self, work: Callable[[Any], T]) -> T:
         if not self._ready:  # the table of SqliteTaskStore, in PostgreSQL's types (once per process)
             self.pg.migrate()
-            self.pg.schema(pg_dialect(_SCHEMA), *_TABLES)
+            self.pg.schema(pg_dialect(TASKS_SCHEMA), *_TABLES)
             self._ready = True
         with self.pg.connect() as conn:
             return work(conn)
 
     def save(self, record: TaskRecord) -> None:
-        row = _row(record, Owner.current())
+        row = task_row(record, Owner.current())
         self._do(
             lambda conn: conn.execute(
-                f"INSERT INTO orchestrator_tasks ({_COLUMNS}) VALUES ({_MARKS}) ON CONFLICT (task_id) DO UPDATE"
+                f"INSERT INTO orchestrator_tasks ({TASK_COLUMNS}) VALUES ({TASK_MARKS}) ON CONFLICT (task_id) DO UPDATE"
                 f" SET {_UPDATE} WHERE orchestrator_tasks.status IN ('working', 'input_required')",
                 row,
             )
@@ -295,7 +295,8 @@ class Relay:
 
     async def cancel(self, task_id: str) -> TaskRecord | None:
         """Ask the replica that runs the task to stop it; the record once it has (None: no answer)."""
-        await anyio.to_thread.run_sync(self.store.send, task_id, "cancel", {})
+        nothing: dict[str, Any] = {}
+        await anyio.to_thread.run_sync(self.store.send, task_id, "cancel", nothing)
         with anyio.move_on_after(CANCEL_WAIT):
             while True:
                 record = await anyio.to_thread.run_sync(self.store.get, task_id)
