@@ -68,6 +68,15 @@ _MIGRATIONS: tuple[str, ...] = (
         finished DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (run_id, step_id, idx)
     )""",
+    # What the agents of a run spent, summed over every worker that ran its steps and items.
+    """CREATE TABLE IF NOT EXISTS orchestrator_agent_spend (
+        run_id TEXT PRIMARY KEY,
+        input_tokens BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        cost_usd DOUBLE PRECISION NOT NULL,
+        calls BIGINT NOT NULL,
+        since DOUBLE PRECISION NOT NULL
+    )""",
     """CREATE TABLE IF NOT EXISTS orchestrator_pipelines (
         id TEXT PRIMARY KEY,
         text TEXT NOT NULL,

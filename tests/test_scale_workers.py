@@ -19,6 +19,7 @@ from pathlib import Path
 import _scale
 import pytest
 from _scale import ORCHESTRATOR, Workers, _env, _until, two_workers
+from fixtures.anthropic_stub import AnthropicStub
 from helpers import run_cli, write_skill
 
 postgres_server, pg_url, redis_url = _scale.postgres_server, _scale.pg_url, _scale.redis_url  # real servers
@@ -162,3 +163,37 @@ def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str
     with psycopg.connect(workers.state) as conn:
         (_, last_host) = conn.execute(query).fetchone()  # type: ignore[misc]
     return str(first_host), str(last_host)
+
+
+SHARED_BUDGET = """
+id: shared-budget
+limits: {max_agent_tokens: 100}
+steps:
+  - id: work
+    for: {items: [a, b, c, d], variable: name, parallel: true, max_parallel: 1}
+    agent: {skills: [number-stats], max_tokens: 10000, max_iterations: 10}
+    parameters: {task: "Measure {{ name }}"}
+outputs:
+  statuses: "{{ work | map(attribute='status') | list }}"
+  summaries: "{{ work | map(attribute='summary') | list }}"
+"""
+
+
+def test_the_agent_limits_of_a_run_count_every_workers_items_together(
+    tmp_path: Path, tick: Path, pg_url: str, redis_url: str, stub: AnthropicStub
+) -> None:
+    """Four loop items, each an agent of one 60-token turn, on two workers (which use the API:
+    they have no client) under a run limit of 100 tokens: the first two spend 120 together, so
+    the last two start over the run's budget wherever they run (counted per item, all four would
+    succeed)."""
+    for _ in range(2):
+        stub.reply("measured", input_tokens=50, output_tokens=10)
+    pipeline = tmp_path / "shared-budget.yaml"
+    pipeline.write_text(SHARED_BUDGET)
+    with two_workers(tmp_path, tick, pg_url, redis_url) as workers:  # started after the stub: its address
+        flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(tick), "--json")
+        ran = run_cli("run", str(pipeline), *flags, env=_env(tmp_path / "client"), cwd=tmp_path, timeout=300)
+    assert ran.code == 0, ran.err
+    data = ran.json()
+    assert data["statuses"] == ["success", "success", "budget_exceeded", "budget_exceeded"], data["summaries"]
+    assert len(stub.requests) == 2
