@@ -134,20 +134,20 @@ async def test_a_task_cancelled_through_another_replica_stops_its_run_on_the_wor
         b,
     ):
         async with _client(a.url) as via_a, _client(b.url) as via_b:
-            created = await start(via_a, "long", {"log": str(log), "count": 40})
+            created = await start(via_a, "long", {"log": str(log), "count": 100})
             await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2, timeout=120)
             await cancel(via_b, created.task_id)
             state = await drive(via_b, created.task_id, timeout=60)
             on_a = await get(via_a, created.task_id)
             run_id = (state.meta or {}).get("io.orchestrator/run-id")
             # the worker that drove the run stopped it and recorded it so (not only the task record)
-            with anyio.fail_after(60):
+            with anyio.fail_after(120):
                 while (run := _run(workers.state, run_id, tmp_path)) is None or run["status"] == "running":
                     await anyio.sleep(0.1)
     assert state.status == on_a.status == "cancelled"
     assert run_id and "orchestrator runs resume" in (state.status_message or "")
     assert run["status"] == "cancelled", run
-    assert len(_marks(log)) < 40  # it stopped: the loop did not run to its end
+    assert len(_marks(log)) < 100  # it stopped: the loop did not run to its end
 
 
 def _run(state: str, run_id: Any, cwd: Path) -> dict[str, Any] | None:
