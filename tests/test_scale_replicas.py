@@ -20,7 +20,7 @@ import pytest
 import test_rounds_continue as rounds
 from _http import Served, http_server
 from _scale import Workers, _env, two_workers
-from _tasks_client import TasksExtension, TaskState, cancel, drive, get, start
+from _tasks_client import TasksExtension, TaskState, cancel, drive, get, result, start, start_core
 from fixtures.model_client import ClientModel
 from helpers import run_cli
 from mcp import Client
@@ -40,14 +40,14 @@ def workers(tmp_path: Path, skills: Path, pg_url: str, redis_url: str) -> Iterat
 
 @asynccontextmanager
 async def _replicas(
-    homes: list[Path], pipeline: str, text: str, *options: str, skills: Path
+    homes: list[Path], pipeline: str, text: str, *options: str, skills: Path, stateless: bool = True
 ) -> AsyncIterator[tuple[Served, Served]]:
-    """Two stateless HTTP replicas on the shared state, each with its own home publishing the
-    same pipeline (as from one image)."""
+    """Two HTTP replicas on the shared state, each with its own home publishing the same pipeline
+    (as from one image); stateless unless told (a handshake-era client keeps a session on each)."""
     for home in homes:
         (home / "pipelines").mkdir(parents=True)
         (home / "pipelines" / f"{pipeline}.yaml").write_text(text)
-    shared = ("--stateless", *options, "--skills", str(skills))
+    shared = (*(("--stateless",) if stateless else ()), *options, "--skills", str(skills))
     async with (
         http_server(homes[0], *shared, env=_env(homes[0])) as a,
         http_server(homes[1], *shared, env=_env(homes[1])) as b,
@@ -155,3 +155,26 @@ def _run(state: str, run_id: Any, cwd: Path) -> dict[str, Any] | None:
         return None
     shown = run_cli("runs", "show", str(run_id), "--state", state, "--json", env=_env(cwd / "reader"), cwd=cwd)
     return shown.json() if shown.code == 0 else None
+
+
+async def test_a_core_task_is_answered_and_fetched_with_tasks_result_through_another_replica(
+    tmp_path: Path, skills: Path, pg_url: str
+) -> None:
+    """2025-11-25: `tasks/result` on B blocks while A runs the task, sends the task's sampling
+    requests to the client on its own stream and hands the answers to A through the database."""
+    rounds._teller(skills)
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    log = tmp_path / "marks.log"
+    model = ClientModel("Once upon a time.", "The end.")
+    async with _replicas(homes, "story", rounds.STORY, "--state", pg_url, skills=skills, stateless=False) as (a, b):
+        extra: dict[str, Any] = {"sampling_callback": model, "sampling_capabilities": model.capabilities}
+        async with Client(a.url, mode="legacy", **extra) as via_a, Client(b.url, mode="legacy", **extra) as via_b:
+            answer = await start_core(via_a, "story", {"log": str(log)})
+            task_id = answer["task"]["taskId"]
+            with anyio.fail_after(120):
+                final = await result(via_b, task_id)  # blocks; the model is asked on B's stream
+            state = await get(via_a, task_id)
+    assert final.structured_content is not None, final.content[0].text  # type: ignore[union-attr]
+    assert final.structured_content is not None and final.structured_content["story"] == "Once upon a time. The end."
+    assert state.status == "completed" and len(model.requests) == 2
+    assert _marks(log) == ["first", "second"]
