@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 import anyio
 
 from ._agent_io import as_text, confidence, envelope_text, first_line, short, tool_result
+from ._json import JSON
 from ._prompt import choose_model, parse_json
 from ._schema import ANY_JSON, check_arguments, check_output, nullable
 from .base import SkillContext
@@ -297,6 +298,7 @@ class _Agent:
             value = parse_json(text)
         except ValueError:
             value = None
+        final: dict[str, JSON]
         if isinstance(value, dict) and "output" in value:
             final = {
                 "output": value["output"],
@@ -316,7 +318,8 @@ class _Agent:
 
     async def call(self, call: dict[str, Any], tools: dict[str, Skill]) -> dict[str, Any]:
         """Run one tool call; always a tool_result block (errors are the model's to handle)."""
-        name, args, call_id = call.get("name", ""), call.get("input"), call.get("id", "")
+        name, call_id = call.get("name", ""), call.get("id", "")
+        args: JSON = call.get("input")
         skill = tools.get(name)
         if skill is None:
             catalog: Catalog | None = self.ctx.extras.get("catalog")

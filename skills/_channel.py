@@ -20,11 +20,11 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 
-from ._worker import _HEADER, MAX_FRAME
+from ._worker import HEADER, MAX_FRAME
 
 __all__ = ["Call", "StoppedAtStart", "Worker", "WorkerDied", "frame"]
 
@@ -76,13 +76,13 @@ class Call:
 
 def frame(message: Any) -> bytes:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(payload)) + payload
+    return HEADER.pack(len(payload)) + payload
 
 
 def environ() -> dict[Any, Any]:
     """A cheap snapshot of the environment (its encoded dict: no decoding of every value)."""
     data = getattr(os.environ, "_data", None)
-    return dict(data) if isinstance(data, dict) else dict(os.environ)
+    return dict(cast("dict[bytes, bytes]", data)) if isinstance(data, dict) else dict(os.environ)
 
 
 class Worker:
@@ -213,10 +213,10 @@ class Worker:
         if self.peeked is not None:
             reply, self.peeked = self.peeked, None
             return reply
-        size = _HEADER.size
+        size = HEADER.size
         if len(self.buffer) < size:
             return None
-        (length,) = _HEADER.unpack_from(self.buffer)
+        (length,) = HEADER.unpack_from(self.buffer)
         if length > MAX_FRAME:
             raise WorkerDied(f"it sent a reply of {length:,} bytes")
         if len(self.buffer) < size + length:
@@ -224,7 +224,7 @@ class Worker:
         body = bytes(self.buffer[size : size + length])
         del self.buffer[: size + length]
         try:
-            return pickle.loads(body)  # type: ignore[no-any-return]
+            return pickle.loads(body)
         except (pickle.UnpicklingError, ImportError, AttributeError, TypeError, ValueError) as exc:
             return ("error", _unreadable(exc), 0.0)
 
@@ -276,8 +276,9 @@ class Worker:
 
     def close(self) -> None:
         for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]
+            if stream is not None:  # both are pipes: set when the process started
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
 def _unreadable(exc: Exception) -> dict[str, Any]:

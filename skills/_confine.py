@@ -203,7 +203,7 @@ def _proc_entries(uid: int) -> list[str]:
     except OSError:
         return []
     with entries:
-        found = []
+        found: list[str] = []
         for entry in entries:
             try:
                 if entry.name.isdigit() and entry.stat().st_uid == uid:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ._json import JSON
 from .errors import SkillRunError
 from .models import ModelAccess
 
@@ -33,7 +34,7 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
     return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str) -> JSON:
     """The JSON value an answer holds: the whole text, a fenced block, or the outermost {...}.
 
     Raises:

@@ -45,7 +45,7 @@ class Atomized(BaseModel):
 
     complexity: Literal["simple", "complex"]
     reason: str = ""
-    subtasks: list[Subtask] = Field(default_factory=list)
+    subtasks: list[Subtask] = Field(default_factory=lambda: [])
 
     @model_validator(mode="after")
     def _parts(self) -> Atomized:
@@ -70,7 +70,7 @@ class SkillPlan(BaseModel):
     outputs: dict[str, Any] | None = None
     approach: str = ""
     timeout: float = Field(default=30, ge=1, le=300)
-    test_cases: list[TestCase] = Field(default_factory=list, max_length=_MAX_TESTS)
+    test_cases: list[TestCase] = Field(default_factory=lambda: [], max_length=_MAX_TESTS)
 
     def contract(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "inputs": self.inputs, "outputs": self.outputs}

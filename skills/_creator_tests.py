@@ -10,12 +10,14 @@ match, extra keys in the result are fine; numbers compare with a small tolerance
 from __future__ import annotations
 
 import math
+import operator
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._json import JSON
 from ._regex import PatternError, compile_pattern
 from ._schema import check_arguments, check_output
 from ._script import run_script
@@ -63,7 +65,7 @@ class TestCase(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     expected: Any = None
     """Present (even null) means: compare the result with it."""
-    checks: list[Check] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=lambda: [])
     error: bool = False
     """True: the call is expected to fail (bad input the skill must refuse)."""
     description: str = ""
@@ -99,7 +101,7 @@ async def run_cases(
 ) -> list[TestOutcome]:
     """Run every case against the skill's script in the sandbox, with its own limits."""
     assert contract.run.script is not None
-    outcomes = []
+    outcomes: list[TestOutcome] = []
     with tempfile.TemporaryDirectory(prefix=f"orchestrator-test-{name}-") as work:
         for index, case in enumerate(cases, start=1):
             where = Path(work) / str(index)
@@ -160,7 +162,7 @@ async def _run_case(
     return outcome
 
 
-def compare(expected: Any, actual: Any, where: str) -> list[str]:
+def compare(expected: JSON, actual: JSON, where: str) -> list[str]:
     """How `actual` differs from `expected` (dicts: only the expected keys are compared)."""
     if isinstance(expected, dict):
         if not isinstance(actual, dict):
@@ -184,7 +186,7 @@ def compare(expected: Any, actual: Any, where: str) -> list[str]:
     return [f"{where}: expected {_show(expected)}, got {_show(actual)}"]
 
 
-def _apply(check: Check, result: Any) -> list[str]:
+def _apply(check: Check, result: JSON) -> list[str]:
     where = f"result.{check.path}" if check.path else "result"
     found, value = _lookup(result, check.path)
     if not found:
@@ -202,11 +204,11 @@ def _apply(check: Check, result: Any) -> list[str]:
         ok = isinstance(value, _JSON_TYPES[check.type]) and not (check.type != "boolean" and isinstance(value, bool))
         if not ok:
             out.append(f"{where}: expected type {check.type}, got {_show(value)}")
-    for bound, test in (("min", lambda v, b: v >= b), ("max", lambda v, b: v <= b)):
+    for bound, test in (("min", operator.ge), ("max", operator.le)):
         limit = getattr(check, bound)
         if limit is not None and not (_number(value) and test(value, limit)):
             out.append(f"{where}: {_show(value)} is not {'>=' if bound == 'min' else '<='} {limit:g}")
-    if check.length is not None and (not hasattr(value, "__len__") or len(value) != check.length):
+    if check.length is not None and (not isinstance(value, str | list | dict) or len(value) != check.length):
         out.append(f"{where}: expected length {check.length}, got {_show(value)}")
     if check.matches is not None:
         try:
@@ -220,7 +222,7 @@ def _apply(check: Check, result: Any) -> list[str]:
     return out
 
 
-def _lookup(value: Any, path: str) -> tuple[bool, Any]:
+def _lookup(value: JSON, path: str) -> tuple[bool, JSON]:
     for part in [p for p in path.split(".") if p]:
         if isinstance(value, dict) and part in value:
             value = value[part]
@@ -231,11 +233,11 @@ def _lookup(value: Any, path: str) -> tuple[bool, Any]:
     return True, value
 
 
-def _number(value: Any) -> bool:
+def _number(value: JSON) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _show(value: Any) -> str:
+def _show(value: JSON) -> str:
     import json
 
     text = json.dumps(value, ensure_ascii=False, default=str)

@@ -11,11 +11,14 @@ keyword gets no fast check at all.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypeGuard
+
+from ._json import JSON
 
 __all__ = ["compile_check"]
 
-Check = Callable[[Any], bool]
+Check = Callable[[JSON], bool]
+"""Whether a value (arguments from a client, a skill's result) is certainly valid."""
 
 _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "format"})
 _HANDLED = _ANNOTATIONS | {
@@ -35,11 +38,11 @@ _HANDLED = _ANNOTATIONS | {
 }
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: JSON) -> bool:
     return type(v) is int
 
 
-def _is_num(v: Any) -> bool:
+def _is_num(v: JSON) -> TypeGuard[int | float]:
     return type(v) in (int, float)
 
 
@@ -54,7 +57,18 @@ _TYPES: dict[str, Check] = {
 }
 
 
-def compile_check(schema: Any) -> Check | None:
+_BOUNDS: tuple[tuple[str, Callable[[JSON, int | float], bool]], ...] = (
+    ("minimum", lambda v, b: not _is_num(v) or v >= b),
+    ("maximum", lambda v, b: not _is_num(v) or v <= b),
+    ("minLength", lambda v, b: type(v) is not str or len(v) >= b),
+    ("maxLength", lambda v, b: type(v) is not str or len(v) <= b),
+    ("minItems", lambda v, b: type(v) is not list or len(v) >= b),
+    ("maxItems", lambda v, b: type(v) is not list or len(v) <= b),
+)
+"""The bound keywords: a value of another type passes (`type`, if any, rules on it)."""
+
+
+def compile_check(schema: JSON) -> Check | None:
     """A function that returns True only for values certainly valid under `schema`, or None."""
     if schema is True or schema == {}:
         return lambda v: True
@@ -64,23 +78,20 @@ def compile_check(schema: Any) -> Check | None:
     kind = schema.get("type")
     if kind is not None:
         kinds = [kind] if isinstance(kind, str) else kind
-        if not isinstance(kinds, list) or not all(k in _TYPES for k in kinds):
+        if not isinstance(kinds, list):
             return None
-        tests = [_TYPES[k] for k in kinds]
+        tests: list[Check] = []
+        for k in kinds:
+            if not isinstance(k, str) or k not in _TYPES:
+                return None
+            tests.append(_TYPES[k])
         checks.append(tests[0] if len(tests) == 1 else (lambda v, t=tuple(tests): any(f(v) for f in t)))
     if "enum" in schema:
         options = schema["enum"]
         if not isinstance(options, list) or not all(isinstance(o, str | type(None)) for o in options):
             return None  # 1 == 1.0 == True subtleties: leave non-string enums to jsonschema
         checks.append(lambda v, o=tuple(options): isinstance(v, str | type(None)) and v in o)
-    for key, test in (
-        ("minimum", lambda v, b: not _is_num(v) or v >= b),
-        ("maximum", lambda v, b: not _is_num(v) or v <= b),
-        ("minLength", lambda v, b: type(v) is not str or len(v) >= b),
-        ("maxLength", lambda v, b: type(v) is not str or len(v) <= b),
-        ("minItems", lambda v, b: type(v) is not list or len(v) >= b),
-        ("maxItems", lambda v, b: type(v) is not list or len(v) <= b),
-    ):
+    for key, test in _BOUNDS:
         if key in schema:
             bound = schema[key]
             if not _is_num(bound):
@@ -88,10 +99,15 @@ def compile_check(schema: Any) -> Check | None:
             checks.append(lambda v, b=bound, t=test: t(v, b))
     if "anyOf" in schema:  # valid when any member certainly is (the typed "any value" / "or null")
         members = schema["anyOf"]
-        compiled = [compile_check(m) for m in members] if isinstance(members, list) and members else [None]
-        if any(c is None for c in compiled):
+        if not isinstance(members, list) or not members:
             return None
-        checks.append(lambda v, cs=tuple(compiled): any(c(v) for c in cs))  # type: ignore[misc]
+        compiled: list[Check] = []
+        for member in members:
+            check = compile_check(member)
+            if check is None:
+                return None
+            compiled.append(check)
+        checks.append(lambda v, cs=tuple(compiled): any(c(v) for c in cs))
     if "items" in schema:
         item = compile_check(schema["items"])
         if item is None:
@@ -107,7 +123,7 @@ def compile_check(schema: Any) -> Check | None:
     return lambda v, cs=tuple(checks): all(c(v) for c in cs)
 
 
-def _object_check(schema: dict[str, Any]) -> Check | None:
+def _object_check(schema: dict[str, JSON]) -> Check | None:
     props = schema.get("properties") or {}
     required = schema.get("required") or []
     extra = schema.get("additionalProperties", True)
@@ -115,16 +131,21 @@ def _object_check(schema: dict[str, Any]) -> Check | None:
         return None
     compiled: dict[str, Check] = {}
     for name, sub in props.items():
-        check = compile_check(sub)
-        if check is None:
+        sub_check = compile_check(sub)
+        if sub_check is None:
             return None
-        compiled[name] = check
-    req = tuple(required)
+        compiled[name] = sub_check
+    req: list[str] = []
+    for name in required:
+        if not isinstance(name, str):
+            return None  # not a JSON Schema: jsonschema says so
+        req.append(name)
+    req_names = tuple(req)
 
-    def check(v: Any) -> bool:
+    def check(v: JSON) -> bool:
         if type(v) is not dict:
             return True  # `type` (if any) rules on non-objects
-        for name in req:
+        for name in req_names:
             if name not in v:
                 return False
         for key, value in v.items():

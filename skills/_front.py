@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from ._yaml import load_yaml
+from ._yaml import YAML, Scalar, load_yaml
+from ._yaml_plain import SCALAR_RESOLVER
 from .contract import DESCRIPTION_MAX, NAME_PATTERN
 from .errors import Problem, clip
 
@@ -26,10 +26,10 @@ _DESCRIPTION_HINT = "say what the skill does and when to use it, in 1-1024 chara
 _FLAT_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):[ ]+([^\s\-?:,\[\]{}#&*!|>'\"%@`][^\n]*?)[ \t]*\r?\n?")
 _QUOTED_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):[ ]+(?:\"([^\"\\\n]*)\"|'([^'\n]*)')[ \t]*\r?\n?")
 """`key: "text"` or `key: 'text'` without escapes or inner quotes: the text is the value as written."""
-_RESOLVER = yaml.resolver.Resolver()
+_RESOLVER = SCALAR_RESOLVER
 
 
-def load_front(text: str) -> Any:
+def load_front(text: str) -> YAML:
     """The front matter's data: `key: plain text` lines read directly, anything else by YAML.
 
     Most front matter is a few such lines (name, description); reading them without building a
@@ -37,7 +37,7 @@ def load_front(text: str) -> Any:
     only when YAML would read it the same way: a plain scalar (no quote, indicator, ': ' or
     ' #') that YAML resolves to a string (not a number, date, boolean or null), each key once.
     """
-    data: dict[str, str] = {}
+    data: dict[Scalar, YAML] = {}
     for line in text.splitlines(keepends=True):
         quoted = _QUOTED_LINE.fullmatch(line)
         if quoted is not None and quoted[1] not in data:
@@ -55,7 +55,7 @@ def load_front(text: str) -> Any:
     return data if data else load_yaml(text)
 
 
-def check_name(root: Path, skill_md: Path, name: Any, soft: str) -> tuple[str | None, list[Problem]]:
+def check_name(root: Path, skill_md: Path, name: YAML, soft: str) -> tuple[str | None, list[Problem]]:
     """Problems of the declared name, and the name to serve when lenient loading falls back to
     the folder's (a Title-Case or missing name in a folder whose own name is valid)."""
     folder_ok = NAME_PATTERN.match(root.name) is not None and len(root.name) <= 64
@@ -66,7 +66,7 @@ def check_name(root: Path, skill_md: Path, name: Any, soft: str) -> tuple[str | 
         return None, []  # the model's own error says "field required"
     if not isinstance(name, str):
         return None, []  # wrong type: the model's own error says so
-    problems = []
+    problems: list[Problem] = []
     if not (name.isascii() and all(c.isalnum() or c in "-_" for c in name)) or len(name) > 64:
         if soft == "warning" and folder_ok:
             message = f"name '{clip(name, 80)}' is not a valid skill name; served as '{root.name}' (the folder name)"
@@ -90,13 +90,13 @@ def check_name(root: Path, skill_md: Path, name: Any, soft: str) -> tuple[str | 
     return None, problems
 
 
-def check_metadata(skill_md: Path, known: dict[str, Any], soft: str) -> list[Problem]:
+def check_metadata(skill_md: Path, known: dict[str, YAML], soft: str) -> list[Problem]:
     """`metadata` maps strings to strings (Agent Skills spec); lenient loading serves other values
     as text, with a warning."""
     meta = known.get("metadata")
     if not isinstance(meta, dict):
         return []  # absent, or not a mapping: the model's own error says so
-    problems = []
+    problems: list[Problem] = []
     for key, value in meta.items():
         if isinstance(value, str):
             continue
@@ -116,7 +116,7 @@ def check_metadata(skill_md: Path, known: dict[str, Any], soft: str) -> list[Pro
     return problems
 
 
-def check_description(skill_md: Path, known: dict[str, Any], soft: str) -> list[Problem]:
+def check_description(skill_md: Path, known: dict[str, YAML], soft: str) -> list[Problem]:
     """A description over 1,024 characters is an error in `validate`; loading serves it cut."""
     text = known.get("description")
     if soft != "warning" or not isinstance(text, str) or len(text) <= DESCRIPTION_MAX:

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TypeAlias
 
 from ._yaml import MAX_DEPTH, MAX_TEXT
 
-__all__ = ["load_json"]
+__all__ = ["JSON", "load_json"]
+
+JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | None"
+"""A JSON value as `json.loads` gives it; narrow it with isinstance."""
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 """Strings (skipped whole, so brackets inside them do not count) and brackets. No nested
 quantifiers over overlapping text: linear time on any input."""
 
 
-def load_json(text: str) -> Any:
+def load_json(text: str) -> JSON:
     """Parse JSON text; `json.JSONDecodeError` for bad syntax, over `MAX_TEXT` or over `MAX_DEPTH`."""
     if len(text) > MAX_TEXT:
         raise json.JSONDecodeError(
@@ -29,7 +32,7 @@ def load_json(text: str) -> Any:
         )
     if text.count("[") + text.count("{") >= MAX_DEPTH:
         _check_depth(text)
-    return json.loads(text)
+    return json.loads(text)  # json.loads is typed Any: what it builds is a JSON
 
 
 def _check_depth(text: str) -> None:

@@ -8,7 +8,6 @@ skill.yaml and SKILL.md front matter (`skills.checks`) and for pipelines (`pipel
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 
@@ -21,9 +20,9 @@ Path_ = tuple[str | int, ...]
 class Positions:
     """Positions (1-based line, column) of values and keys, by their path in the data."""
 
-    values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    duplicates: list[tuple[Path_, tuple[int, int]]] = field(default_factory=list)
+    values: dict[Path_, tuple[int, int]] = field(default_factory=lambda: {})
+    keys: dict[Path_, tuple[int, int]] = field(default_factory=lambda: {})
+    duplicates: list[tuple[Path_, tuple[int, int]]] = field(default_factory=lambda: [])
 
     def at(self, path: Path_, *, key: bool = False) -> tuple[int, int]:
         """Position of `path` (its key when `key`), else of its nearest ancestor, else 1:1."""
@@ -49,10 +48,11 @@ def walk(root: yaml.Node, into: Positions) -> None:
             continue  # repeated by an alias: its inside was recorded under its first path
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            keys: set[Any] = set()
+            keys: set[str] = set()
             children: list[tuple[yaml.Node, Path_]] = []
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+            pairs: list[tuple[yaml.Node, yaml.Node]] = node.value
+            for key_node, value_node in pairs:
+                key: str = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
                 child = (*path, key)
                 pos = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 if key in keys:
@@ -62,7 +62,8 @@ def walk(root: yaml.Node, into: Positions) -> None:
                 children.append((value_node, child))
             stack.extend(reversed(children))  # depth-first in document order, as the recursion went
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, (*path, index)) for index, item in reversed(list(enumerate(node.value))))
+            items: list[yaml.Node] = node.value
+            stack.extend((item, (*path, index)) for index, item in reversed(list(enumerate(items))))
 
 
 def locate(text: str, line_offset: int = 0) -> Positions | None:

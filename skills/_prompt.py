@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ._json import JSON
 from ._schema import check_output
 from .errors import OutputError, SkillRunError, SkillTimeoutError
 from .models import ModelAccess, model_access
@@ -47,7 +48,7 @@ def choose_model(ctx: SkillContext, own: str | None) -> str | None:
     return extras.get("step_model") or own or extras.get("pipeline_model")
 
 
-def parse_json(text: str, *, strict: bool = False) -> Any:
+def parse_json(text: str, *, strict: bool = False) -> JSON:
     """The JSON value of a model answer; raise `ValueError` saying why there is none.
 
     Lenient (the default): the whole answer, a fenced block in it, or the span from its first
@@ -125,6 +126,11 @@ def _schema_note(schema: dict[str, Any]) -> str:
     )
 
 
+def _json_filter(value: Any, indent: int | str | None = 2) -> str:
+    """`{{ value | json }}` in a prompt template: the value as JSON text (anything else as its str)."""
+    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+
+
 def _template(path: Path) -> Template:
     """The compiled template at `path` (recompiled when the file changes)."""
     stat = path.stat()
@@ -136,7 +142,7 @@ def _template(path: Path) -> Template:
     from jinja2.sandbox import SandboxedEnvironment
 
     env = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    env.filters["json"] = lambda value, indent=2: json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    env.filters["json"] = _json_filter
     try:
         template = env.from_string(path.read_text(encoding="utf-8"))
     except TemplateSyntaxError as exc:
@@ -148,12 +154,13 @@ def _template(path: Path) -> Template:
     return template
 
 
-def render_prompt(path: Path, schema: dict[str, Any], arguments: dict[str, Any], skill: str) -> str:
+def render_prompt(path: Path, schema: dict[str, JSON], arguments: dict[str, Any], skill: str) -> str:
     """The template rendered with the arguments; absent declared arguments are their default or None."""
     from jinja2 import TemplateError, UndefinedError
 
     values: dict[str, Any] = {}
-    for name, prop in (schema.get("properties") or {}).items():
+    properties = schema.get("properties")
+    for name, prop in properties.items() if isinstance(properties, dict) else ():
         values[name] = prop.get("default") if isinstance(prop, dict) else None
     values.update(arguments)
     values.setdefault("arguments", dict(arguments))

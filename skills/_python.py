@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -257,14 +257,14 @@ async def _run_in_process(
 _PLAIN = (str, int, float, bool, type(None), Path)
 
 
-def _plain(value: Any, depth: int = 0) -> bool:
+def _plain(value: object, depth: int = 0) -> bool:
     """Data a worker can receive as it is (no objects of the server: model access, the Catalog)."""
     if isinstance(value, _PLAIN):
         return True
     if depth > 8:
         return False
     if isinstance(value, list | tuple):
-        return all(_plain(v, depth + 1) for v in value)
+        return all(_plain(v, depth + 1) for v in cast("list[object] | tuple[object, ...]", value))
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in cast("dict[object, object]", value).items())
     return False

@@ -12,11 +12,11 @@ Use `compile_pattern` wherever the pattern comes from outside the server's own c
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Protocol
 
 import re2
 
-__all__ = ["MAX_PATTERN", "PatternError", "compile_pattern"]
+__all__ = ["MAX_PATTERN", "Match", "Pattern", "PatternError", "compile_pattern"]
 
 MAX_PATTERN = 10_000
 """Longest pattern accepted, in characters."""
@@ -30,7 +30,22 @@ class PatternError(ValueError):
     """A pattern RE2 cannot compile; the message says why, `HINT` how to write it."""
 
 
-def _options() -> Any:
+class Match(Protocol):
+    """A match of a `Pattern`, as `re.Match` for what is used here."""
+
+    def group(self, group: int | str = 0, /) -> str | None: ...
+    def span(self, group: int | str = 0) -> tuple[int, int]: ...
+
+
+class Pattern(Protocol):
+    """A compiled RE2 pattern: `search`, `match` and `fullmatch` as in `re`, in linear time."""
+
+    def search(self, text: str, pos: int | None = None, endpos: int | None = None) -> Match | None: ...
+    def match(self, text: str, pos: int | None = None, endpos: int | None = None) -> Match | None: ...
+    def fullmatch(self, text: str, pos: int | None = None, endpos: int | None = None) -> Match | None: ...
+
+
+def _options() -> re2.Options:
     options = re2.Options()
     options.log_errors = False  # an error is raised to the caller, not printed on the server's stderr
     options.max_mem = _MAX_MEM
@@ -41,7 +56,7 @@ _OPTIONS = _options()
 
 
 @lru_cache(maxsize=256)
-def compile_pattern(pattern: str) -> Any:
+def compile_pattern(pattern: str) -> Pattern:
     """A compiled RE2 pattern with `search`, `match` and `fullmatch` as in `re`."""
     if len(pattern) > MAX_PATTERN:
         raise PatternError(f"the pattern has {len(pattern):,} characters, more than {MAX_PATTERN:,}")

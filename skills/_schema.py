@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._fastcheck import Check, compile_check
+from ._json import JSON
 from .errors import ECHO_MAX, ArgumentsError, FieldError, LimitExceededError, OutputError, clip
 
 if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
     from jsonschema.protocols import Validator
 
 __all__ = [
@@ -77,7 +79,7 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     return None
 
 
-def _field_of(error: Any) -> str:
+def _field_of(error: ValidationError) -> str:
     parts = [str(p) for p in error.absolute_path]
     if error.validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else ""
@@ -94,7 +96,7 @@ def check_bounds(skill: str, arguments: dict[str, Any]) -> None:
 
     Iterative on purpose: a recursive walk is what such a payload is built to break.
     """
-    stack: list[tuple[dict[str, Any] | list[Any], int, str]] = [(arguments, 0, "")]
+    stack: list[tuple[dict[str, JSON] | list[JSON], int, str]] = [(arguments, 0, "")]
     nodes = 1
     while stack:
         value, depth, path = stack.pop()
@@ -116,7 +118,7 @@ def check_bounds(skill: str, arguments: dict[str, Any]) -> None:
                 stack.append((child, depth + 1, f"{path}.{key}" if path else str(key)))
 
 
-def _message_of(error: Any) -> str:
+def _message_of(error: ValidationError) -> str:
     """A jsonschema message with the offending value quoted at most `ECHO_MAX` characters long
     (jsonschema quotes the whole value: a 10 MB argument would come back whole)."""
     message: str = error.message
@@ -140,8 +142,10 @@ def check_arguments(skill: str, schema: dict[str, Any], arguments: dict[str, Any
     if not errors:
         return
     fields = [FieldError(clip(_field_of(e)), _message_of(e)) for e in errors[:20]]
-    props = sorted((schema.get("properties") or {}).keys())
-    required = schema.get("required") or []
+    # `_validator` checked the schema against its meta-schema: these are what they must be
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required: list[str] = schema.get("required") or []
+    props = sorted(properties.keys())
     hint = f"arguments: {', '.join(props) or '(none)'}" + (f"; required: {', '.join(required)}" if required else "")
     raise ArgumentsError(skill, fields, hint=hint)
 
@@ -177,7 +181,7 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def typed(schema: Any) -> bool:
+def typed(schema: JSON) -> bool:
     """Whether a (sub)schema names one type, or is an anyOf/oneOf whose members all do."""
     if not isinstance(schema, dict):
         return False
@@ -185,10 +189,10 @@ def typed(schema: Any) -> bool:
     if isinstance(kind, str):
         return True
     members = schema.get("anyOf") or schema.get("oneOf")
-    return kind is None and bool(members) and all(typed(m) for m in members)
+    return kind is None and isinstance(members, list) and bool(members) and all(typed(m) for m in members)
 
 
-def portability_problems(schema: Any, path: str = "$") -> list[str]:
+def portability_problems(schema: JSON, path: str = "$") -> list[str]:
     """Every place in `schema` a strict client would warn about: a property (or array items,
     or additionalProperties) without a `type`, and any type array."""
     problems: list[str] = []
@@ -196,7 +200,8 @@ def portability_problems(schema: Any, path: str = "$") -> list[str]:
         return problems
     if isinstance(schema.get("type"), list):
         problems.append(f"{path}: type array {schema['type']}")
-    for name, sub in (schema.get("properties") or {}).items():
+    properties = schema.get("properties")
+    for name, sub in properties.items() if isinstance(properties, dict) else ():
         if not typed(sub):
             problems.append(f"{path}.properties.{name}: no type")
         problems += portability_problems(sub, f"{path}.properties.{name}")
@@ -207,6 +212,7 @@ def portability_problems(schema: Any, path: str = "$") -> list[str]:
                 problems.append(f"{path}.{key}: no type")
             problems += portability_problems(sub, f"{path}.{key}")
     for key in ("anyOf", "oneOf", "allOf"):
-        for i, member in enumerate(schema.get(key) or []):
+        members = schema.get(key)
+        for i, member in enumerate(members if isinstance(members, list) else ()):
             problems += portability_problems(member, f"{path}.{key}[{i}]")
     return problems

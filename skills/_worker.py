@@ -42,22 +42,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-_HEADER = struct.Struct("!I")
+HEADER = struct.Struct("!I")
+"""The length of a frame's payload, 4 bytes big-endian, before the payload (both sides use it)."""
 SKILL_MODULE_PREFIX = "_orchestrator_skill_"
 """The private module names under which `skills._python.load_entry` imports skill modules."""
 MAX_FRAME = 256 << 20
 """Largest frame either side sends: a skill's result above this is refused as too large."""
-
-
-def _read_exact(fd: int, size: int) -> bytes | None:
-    chunks: list[bytes] = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
 
 
 class Opaque:
@@ -101,7 +91,7 @@ def _encode(message: tuple[Any, ...]) -> bytes:
     if len(payload) > MAX_FRAME:
         failure = _failure("OutputError", f"the result is larger than {MAX_FRAME >> 20} MiB", "return less data")
         payload = pickle.dumps(("error", failure, message[-1]))
-    return _HEADER.pack(len(payload)) + payload
+    return HEADER.pack(len(payload)) + payload
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -249,9 +239,9 @@ class _Requests:
                 return True
 
     def _parse(self) -> None:
-        size = _HEADER.size
+        size = HEADER.size
         while len(self.buffer) >= size:
-            (length,) = _HEADER.unpack_from(self.buffer)
+            (length,) = HEADER.unpack_from(self.buffer)
             if len(self.buffer) < size + length:
                 return
             frame = pickle.loads(self.buffer[size : size + length])

@@ -22,23 +22,31 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 import yaml
-from yaml.constructor import ConstructorError
+from yaml.constructor import ConstructorError, SafeConstructor
 
-from ._yaml_plain import FALLBACK, read_plain
+from ._yaml_plain import FALLBACK, YAML, Scalar, read_plain
 
-try:
-    _Base: type[yaml.SafeLoader] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Base = yaml.SafeLoader
+if TYPE_CHECKING:
+    from yaml._yaml import Mark as _CMark  # the marks libyaml's events carry
+
+    _Base = yaml.CSafeLoader  # the checker sees the C loader; the fallback below has the same methods
+else:
+    try:
+        _Base = yaml.CSafeLoader
+    except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+        _Base = yaml.SafeLoader
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "MAX_TEXT",
+    "YAML",
+    "Scalar",
     "YAMLError",
     "YAMLLimitError",
     "compose_yaml",
@@ -69,11 +77,20 @@ YAMLError = yaml.YAMLError
 class YAMLLimitError(yaml.MarkedYAMLError):
     """A document beyond one of the bounds above; says which, where, and how to fix it."""
 
-    def __init__(self, problem: str, mark: yaml.Mark | None = None) -> None:
-        super().__init__(problem=problem, problem_mark=mark)
+    def __init__(self, problem: str, mark: yaml.Mark | _CMark | None = None) -> None:
+        # libyaml's C mark has the fields of `yaml.Mark` that every reader of an error uses
+        super().__init__(problem=problem, problem_mark=cast("yaml.Mark | None", mark))
 
 
-class _Loader(_Base):  # type: ignore[misc,valid-type]
+class _Constructs(Protocol):
+    """`construct_document` of PyYAML's loaders, typed (its stub leaves `node` untyped)."""
+
+    def construct_document(self, node: yaml.Node) -> YAML:
+        """The data `node` stands for."""
+        ...
+
+
+class _Loader(_Base):
     """The C loader whose scalar conversions report a bad value with its position.
 
     PyYAML's constructors raise a bare `ValueError` for a 5,000-digit integer (Python's
@@ -82,8 +99,11 @@ class _Loader(_Base):  # type: ignore[misc,valid-type]
     """
 
 
-def _positioned(construct: Any) -> Any:
-    def wrapped(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+_Construct = Callable[["_Loader", yaml.ScalarNode], Scalar]
+
+
+def _positioned(construct: _Construct) -> _Construct:
+    def wrapped(loader: _Loader, node: yaml.ScalarNode) -> Scalar:
         try:
             return construct(loader, node)
         except (ValueError, OverflowError) as exc:
@@ -93,8 +113,8 @@ def _positioned(construct: Any) -> Any:
 
 
 for _tag, _construct in (
-    ("tag:yaml.org,2002:int", yaml.SafeLoader.construct_yaml_int),
-    ("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_timestamp),
+    ("tag:yaml.org,2002:int", SafeConstructor.construct_yaml_int),
+    ("tag:yaml.org,2002:timestamp", SafeConstructor.construct_yaml_timestamp),
 ):
     _Loader.add_constructor(_tag, _positioned(_construct))
 
@@ -140,7 +160,7 @@ def read_small(path: Path) -> str | None:
         return None
 
 
-def load_yaml(text: str) -> Any:
+def load_yaml(text: str) -> YAML:
     """Parse YAML safely (no tags that build Python objects) within the bounds above.
 
     The plain shape of most files (block mappings and sequences of one-line scalars, small flow
@@ -151,13 +171,13 @@ def load_yaml(text: str) -> Any:
     return compose_yaml(text)[1] if data is FALLBACK else data
 
 
-def compose_yaml(text: str) -> tuple[yaml.Node | None, Any]:
+def compose_yaml(text: str) -> tuple[yaml.Node | None, YAML]:
     """The node graph (values with their positions) and the plain data of one YAML document."""
     check_bounds(text)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        data = cast(_Constructs, loader).construct_document(node) if node is not None else None
     finally:
         loader.dispose()
     return node, data
@@ -177,59 +197,66 @@ def check_bounds(text: str) -> None:
 def _scan(text: str) -> None:
     """Walk libyaml's event stream (no recursion) and enforce depth, expanded size and no cycles."""
     parser = _Base(text)
-    # Per open collection: [anchor, nodes counted when it opened, height of its tallest child].
-    open_: list[list[Any]] = []
-    anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded nodes, height)
+    # Per open collection: its anchor, the nodes counted when it opened, the height of its tallest child.
+    open_anchors: list[str | None] = []
+    open_starts: list[int] = []
+    tallest: list[int] = []
+    anchors: dict[str | None, tuple[int, int]] = {}  # anchor -> (expanded nodes, height)
     nodes = 0
     try:
         while True:
             event = parser.get_event()
-            kind = type(event)
-            if kind is yaml.ScalarEvent or kind is yaml.AliasEvent:
-                size, height = 1, 1
-                if kind is yaml.AliasEvent:
-                    found = anchors.get(event.anchor)
-                    if found is None:
-                        if any(entry[0] == event.anchor for entry in open_):
-                            raise YAMLLimitError(
-                                f"the alias *{event.anchor} is inside its own anchor &{event.anchor}: "
-                                "the data would contain itself; repeat the values instead",
-                                event.start_mark,
-                            )
-                        continue  # an undefined alias: the composer reports it with its position
-                    size, height = found
-                elif event.anchor is not None:
-                    anchors[event.anchor] = (1, 1)
-                nodes += size
-                if open_:
-                    open_[-1][2] = max(open_[-1][2], height)
-                    if len(open_) + height > MAX_DEPTH:
+            if isinstance(event, yaml.NodeEvent):  # a scalar, an alias, or the start of a collection
+                anchor = event.anchor
+                kind = type(event)
+                if kind is yaml.ScalarEvent or kind is yaml.AliasEvent:
+                    size, height = 1, 1
+                    if kind is yaml.AliasEvent:
+                        found = anchors.get(anchor)
+                        if found is None:
+                            if anchor in open_anchors:
+                                raise YAMLLimitError(
+                                    f"the alias *{anchor} is inside its own anchor &{anchor}: "
+                                    "the data would contain itself; repeat the values instead",
+                                    event.start_mark,
+                                )
+                            continue  # an undefined alias: the composer reports it with its position
+                        size, height = found
+                    elif anchor is not None:
+                        anchors[anchor] = (1, 1)
+                    nodes += size
+                    if tallest:
+                        tallest[-1] = max(tallest[-1], height)
+                        if len(tallest) + height > MAX_DEPTH:
+                            raise _too_deep(event.start_mark)
+                else:
+                    nodes += 1
+                    open_anchors.append(anchor)
+                    open_starts.append(nodes)
+                    tallest.append(0)
+                    if len(tallest) > MAX_DEPTH:
                         raise _too_deep(event.start_mark)
-            elif kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
-                nodes += 1
-                open_.append([event.anchor, nodes, 0])
-                if len(open_) > MAX_DEPTH:
-                    raise _too_deep(event.start_mark)
-            elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
-                anchor, start, tallest = open_.pop()
-                height = tallest + 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor = open_anchors.pop()
+                start = open_starts.pop()
+                height = tallest.pop() + 1
                 if anchor is not None:
                     anchors[anchor] = (nodes - start + 1, height)
-                if open_:
-                    open_[-1][2] = max(open_[-1][2], height)
-            elif kind is yaml.StreamEndEvent:
+                if tallest:
+                    tallest[-1] = max(tallest[-1], height)
+            elif type(event) is yaml.StreamEndEvent:
                 return
             if nodes > MAX_NODES:
                 raise YAMLLimitError(
                     f"the document holds more than {MAX_NODES:,} values (aliases counted as what they repeat); "
                     "make it smaller or use fewer aliases",
-                    event.start_mark,
+                    event.start_mark if event is not None else None,
                 )
     finally:
         parser.dispose()
 
 
-def _too_deep(mark: yaml.Mark) -> YAMLLimitError:
+def _too_deep(mark: yaml.Mark | _CMark | None) -> YAMLLimitError:
     return YAMLLimitError(
         f"nested more than {MAX_DEPTH} levels deep (counting what aliases repeat); flatten the structure", mark
     )

@@ -21,16 +21,45 @@ resolver and constructors (`yes` is True, `12:30` is 750), so the data is the sa
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from datetime import date
+from enum import Enum
 from functools import lru_cache
-from typing import Any, Final
+from typing import Final, Protocol, TypeAlias, cast
 
 import yaml
 from yaml.constructor import SafeConstructor
 
-__all__ = ["FALLBACK", "read_plain"]
+__all__ = ["FALLBACK", "SCALAR_RESOLVER", "YAML", "Fallback", "Scalar", "ScalarResolver", "read_plain"]
 
-FALLBACK: Final = object()
+Scalar: TypeAlias = str | int | float | bool | date | bytes | None
+"""A YAML scalar as PyYAML's safe loader builds it (`!!binary` gives bytes, a timestamp a date
+or datetime); the only kinds of value a mapping key can be."""
+YAML: TypeAlias = "dict[Scalar, YAML] | list[YAML] | Scalar | set[Scalar] | tuple[YAML, YAML]"
+"""Data of a YAML document. Keys are not always strings (`on:` is True, `1:` is 1), so callers
+narrow with isinstance; `!!set` gives a set, `!!omap` and `!!pairs` a list of pairs."""
+
+
+class Fallback(Enum):
+    """The type of `FALLBACK` (an enum member, so that `is FALLBACK` narrows it away)."""
+
+    FALLBACK = "fallback"
+
+
+FALLBACK: Final = Fallback.FALLBACK
 """What `read_plain` answers for a text outside the shape it reads: use the full loader."""
+
+
+class ScalarResolver(Protocol):
+    """The one method of PyYAML's `Resolver` used here, typed (its stub leaves it untyped)."""
+
+    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
+        """The tag YAML gives `value` (`tag:yaml.org,2002:str`, `...:int`, ...)."""
+        ...
+
+
+SCALAR_RESOLVER: Final = cast(ScalarResolver, yaml.resolver.Resolver())
+"""PyYAML's implicit-tag resolver: what a plain scalar is (a string, a bool, a number, ...)."""
 
 _TEXT = 100_000
 """Longest text read here: at two characters a value, fewer values than `_yaml.MAX_NODES`."""
@@ -69,9 +98,9 @@ _NO_START = frozenset("[]{},#&*!|>'\"%@`?:")
 """Characters that cannot start a plain scalar here (indicators; `-` is checked with what follows)."""
 
 _STR = "tag:yaml.org,2002:str"
-_RESOLVER = yaml.resolver.Resolver()
+_RESOLVER = SCALAR_RESOLVER
 _CONSTRUCTOR = SafeConstructor()
-_CONSTRUCT = {
+_CONSTRUCT: dict[str, Callable[[SafeConstructor, yaml.ScalarNode], Scalar]] = {
     tag: SafeConstructor.yaml_constructors[tag]
     for tag in (
         "tag:yaml.org,2002:null",
@@ -81,9 +110,21 @@ _CONSTRUCT = {
         "tag:yaml.org,2002:timestamp",
     )
 }
-_NOTHING: Final = object()
+
+
+class _Nothing(Enum):
+    """The type of `_NOTHING` (an enum member, so that `is _NOTHING` narrows it away)."""
+
+    NOTHING = "nothing"
+
+
+_NOTHING: Final = _Nothing.NOTHING
 """No value on the line: it is on the following, more indented lines, or it is null."""
 _KEY_LINE, _ITEM_LINE = 0, 1
+_Line: TypeAlias = tuple[int, int, str | None, "YAML | _Nothing"]
+"""(indent, kind, key, value) of one line."""
+_Token: TypeAlias = str | tuple[Scalar, bool]
+"""A bracket, a comma or `:` of a flow collection, or a scalar (and whether it went over lines)."""
 
 
 class _Outside(Exception):
@@ -94,7 +135,7 @@ class _Unclosed(_Outside):
     """A quoted scalar or a flow collection goes on past the end of its line."""
 
 
-def read_plain(text: str) -> Any:
+def read_plain(text: str) -> YAML | Fallback:
     """The data of `text`, exactly as `yaml.safe_load` gives it, or `FALLBACK`."""
     if len(text) > _TEXT or _UNSAFE.search(text) is not None:
         return FALLBACK
@@ -108,9 +149,9 @@ def read_plain(text: str) -> Any:
     return data if end == len(lines) else FALLBACK
 
 
-def _lines(text: str) -> list[tuple[int, int, str | None, Any]]:
+def _lines(text: str) -> list[_Line]:
     """(indent, kind, key, value) of each line that holds something; `- key: v` gives two."""
-    out: list[tuple[int, int, str | None, Any]] = []
+    out: list[_Line] = []
     rows = text.split("\n")
     first = next((i for i, row in enumerate(rows) if row.strip(" ") and not row.lstrip(" ").startswith("#")), 0)
     if rows and rows[first].rstrip(" ") == "---":
@@ -139,18 +180,19 @@ def _lines(text: str) -> list[tuple[int, int, str | None, Any]]:
         key = match[1]
         if len(key) > 1000 or type(_plain(key)) is not str:
             raise _Outside  # a key YAML reads as a bool, a number or null (`on:`, `1:`)
-        text = match[2]
-        if text is None:
+        written: str | None = match[2]
+        value: YAML | _Nothing
+        if written is None:
             value = _NOTHING
-        elif _SIMPLE.fullmatch(text) is not None:
-            value = _plain(text.strip(" "))  # what `_value` gives, without its checks (the common line)
+        elif _SIMPLE.fullmatch(written) is not None:
+            value = _plain(written.strip(" "))  # what `_value` gives, without its checks (the common line)
         else:
-            value, at = _value(text, rows, at, indent)
+            value, at = _value(written, rows, at, indent)
         out.append((indent, _KEY_LINE, key, value))
     return out
 
 
-def _value(text: str, rows: list[str], at: int, indent: int) -> tuple[Any, int]:
+def _value(text: str, rows: list[str], at: int, indent: int) -> tuple[YAML | _Nothing, int]:
     """The value that starts with `text`; a quoted scalar or a flow collection may go on over
     the next rows (more indented than `indent`, none blank): they are joined with their line
     breaks, each folded to a space where YAML folds it (inside a scalar)."""
@@ -169,14 +211,14 @@ def _value(text: str, rows: list[str], at: int, indent: int) -> tuple[Any, int]:
     raise _Outside  # pragma: no cover - the loop returns or raises
 
 
-def _block(lines: list[tuple[int, int, str | None, Any]], i: int, depth: int) -> tuple[Any, int]:
+def _block(lines: list[_Line], i: int, depth: int) -> tuple[YAML, int]:
     """The mapping or sequence that starts at line `i`, and the index of the line after it."""
     if depth > _DEPTH:
         raise _Outside
     indent, kind = lines[i][0], lines[i][1]
     count = len(lines)
     if kind == _ITEM_LINE:
-        items: list[Any] = []
+        items: list[YAML] = []
         while i < count:
             at, kind, _, value = lines[i]
             if at != indent or kind != _ITEM_LINE:
@@ -191,7 +233,7 @@ def _block(lines: list[tuple[int, int, str | None, Any]], i: int, depth: int) ->
         if i < count and lines[i][0] > indent:
             raise _Outside
         return items, i
-    mapping: dict[str, Any] = {}
+    mapping: dict[Scalar, YAML] = {}
     while i < count:
         at, kind, key, value = lines[i]
         if at < indent:
@@ -205,11 +247,11 @@ def _block(lines: list[tuple[int, int, str | None, Any]], i: int, depth: int) ->
                 value, i = _block(lines, i, depth + 1)
             else:
                 value = None
-        mapping[key] = value  # type: ignore[index]
+        mapping[key] = value
     return mapping, i
 
 
-def _inline(text: str) -> Any:
+def _inline(text: str) -> YAML | _Nothing:
     """The value written on a line after `key: ` or `- `, or `_NOTHING`."""
     text = text.strip(" ")
     if not text or text[0] == "#":
@@ -238,7 +280,7 @@ def _unquote(text: str) -> str:
     return _ESCAPE.sub(lambda m: _ESCAPES[m[1]], text) if "\\" in text else text
 
 
-def _plain(text: str) -> Any:
+def _plain(text: str) -> Scalar:
     """A plain scalar as PyYAML reads it: a string, or what its resolver makes of it.
 
     Short texts (keys, types, names: the same few hundred across 1,000 skills) are resolved
@@ -248,11 +290,11 @@ def _plain(text: str) -> Any:
 
 
 @lru_cache(maxsize=4096)
-def _short(text: str) -> Any:
+def _short(text: str) -> Scalar:
     return _resolve(text)
 
 
-def _resolve(text: str) -> Any:
+def _resolve(text: str) -> Scalar:
     tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))
     if tag == _STR:
         return text
@@ -265,9 +307,9 @@ def _resolve(text: str) -> Any:
         raise _Outside from None  # the full loader reports it at its position
 
 
-def _flow(text: str) -> Any:
+def _flow(text: str) -> YAML:
     """A flow collection (`[a, "b"]`, `{type: string}`), maybe a comment after it."""
-    tokens: list[Any] = []
+    tokens: list[_Token] = []
     level, pos = 0, 0
     while True:
         match = _FLOW.match(text, pos)
@@ -306,12 +348,12 @@ def _flow(text: str) -> Any:
     return value
 
 
-def _flow_node(tokens: list[Any], i: int) -> tuple[Any, int]:
+def _flow_node(tokens: list[_Token], i: int) -> tuple[YAML, int]:
     token = tokens[i]
     if type(token) is tuple:
         return token[0], i + 1
     if token == "[":
-        items: list[Any] = []
+        items: list[YAML] = []
         if tokens[i + 1] == "]":
             return items, i + 2
         i += 1
@@ -324,7 +366,7 @@ def _flow_node(tokens: list[Any], i: int) -> tuple[Any, int]:
                 raise _Outside  # `[a: b]`, or a trailing comma: the full loader reads those
             i += 1
     if token == "{":
-        mapping: dict[str, Any] = {}
+        mapping: dict[Scalar, YAML] = {}
         if tokens[i + 1] == "}":
             return mapping, i + 2
         i += 1

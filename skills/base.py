@@ -60,9 +60,9 @@ class SkillContext:
     """Identifier of the run this call belongs to (pipelines set it; a bare call gets one)."""
     progress_fn: ProgressFn = _no_progress
     log_fn: LogFn = _log_only
-    limits: Mapping[str, Any] = field(default_factory=dict)
+    limits: Mapping[str, Any] = field(default_factory=lambda: {})
     """Caps the caller imposes (seconds, bytes); executors read what concerns them."""
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=lambda: {})
     """Room for later layers (model access, the Catalog for nested calls)."""
 
     async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:

@@ -12,13 +12,13 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ._front import NAME_HINT, check_description, check_metadata, check_name, load_front
 from ._positions import locate
-from ._yaml import MAX_TEXT, YAMLError, describe_yaml_error, load_yaml, read_bounded, read_small
+from ._yaml import MAX_TEXT, YAML, Scalar, YAMLError, describe_yaml_error, load_yaml, read_bounded, read_small
 from .contract import (
     KNOWN_FRONT_MATTER_KEYS,
     AgentSpec,
@@ -104,7 +104,7 @@ def _hint(loc: str, kind: str) -> str:
 
 
 def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
-    problems = []
+    problems: list[Problem] = []
     for err in exc.errors():
         parts = [str(p) for p in err["loc"] if not str(p).startswith("function-after")]
         loc = ".".join(parts)
@@ -124,7 +124,8 @@ def _from_validation(path: Path, exc: ValidationError) -> list[Problem]:
 
 def _keys_at(parts: list[str]) -> list[str]:
     """The keys skill.yaml allows at a place (`[]` the top, `["run"]`, `["run", "agent"]`)."""
-    model: Any = {(): SkillContract, ("run",): RunSpec, ("run", "agent"): AgentSpec}.get(tuple(parts))
+    where: dict[tuple[str, ...], type[BaseModel]] = {(): SkillContract, ("run",): RunSpec, ("run", "agent"): AgentSpec}
+    model = where.get(tuple(parts))
     return [] if model is None else [f.alias or name for name, f in model.model_fields.items()]
 
 
@@ -135,7 +136,7 @@ def _placed(problems: list[Problem], path: Path, text: str, line_offset: int = 0
     found = locate(text, line_offset)
     if found is None:
         return problems
-    placed = []
+    placed: list[Problem] = []
     for problem in problems:
         if problem.path == path and problem.field and not problem.line:
             parts = tuple(int(x) if x.isdigit() else x for x in problem.field.split("."))
@@ -173,7 +174,7 @@ def _check_front(root: Path, strict: bool) -> tuple[FrontMatter | None, list[Pro
         )
         for key in sorted(set(data) - KNOWN_FRONT_MATTER_KEYS, key=str)
     ]
-    known = {k: v for k, v in data.items() if k in KNOWN_FRONT_MATTER_KEYS}
+    known = {k: v for k, v in data.items() if isinstance(k, str) and k in KNOWN_FRONT_MATTER_KEYS}
     problems += check_metadata(skill_md, known, soft) + check_description(skill_md, known, soft)
     served, name_problems = check_name(root, skill_md, data.get("name"), soft)
     if served is not None:
@@ -216,8 +217,8 @@ def _check_contract(
     return contract, _placed(problems, path, text)
 
 
-def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Problem]:
-    problems = []
+def _check_schemas(path: Path, data: dict[Scalar, YAML], strict: bool) -> list[Problem]:
+    problems: list[Problem] = []
     for key in ("inputs", "outputs"):
         schema = data.get(key)
         if schema is None or not isinstance(schema, dict):
@@ -228,14 +229,15 @@ def _check_schemas(path: Path, data: dict[str, Any], strict: bool) -> list[Probl
         elif strict:  # the meta-schema check costs ~1 ms a skill: `validate` does it, loading does not
             from ._schema import schema_problem
 
-            if message := schema_problem(schema):
+            # a key that is not a string is a meta-schema problem like any other: jsonschema judges it
+            if message := schema_problem(cast(dict[str, Any], schema)):
                 problems.append(
                     Problem(path, f"{key} is not a valid JSON Schema: {message}", field=key, hint="see json-schema.org")
                 )
     return problems
 
 
-def _check_run(root: Path, path: Path, data: dict[str, Any], strict: bool) -> list[Problem]:
+def _check_run(root: Path, path: Path, data: dict[Scalar, YAML], strict: bool) -> list[Problem]:
     run = data.get("run")
     problems: list[Problem] = []
     if not isinstance(run, dict):
@@ -247,10 +249,11 @@ def _check_run(root: Path, path: Path, data: dict[str, Any], strict: bool) -> li
             Problem(path, message, field="run.python", hint="e.g. `python: impl:main` for main() in impl.py")
         )
         return problems
-    if isinstance(run.get("agent"), dict):
-        problems.extend(_check_agent(root, path, run["agent"]))
+    agent = run.get("agent")
+    if isinstance(agent, dict):
+        problems.extend(_check_agent(root, path, agent))
     if isinstance(python, str):
-        target: Any = python.partition(":")[0].replace(".", "/") + ".py"
+        target: YAML = python.partition(":")[0].replace(".", "/") + ".py"
         what = "implementation"
     elif script:
         target, what = script, "implementation"
@@ -274,11 +277,11 @@ def _check_run(root: Path, path: Path, data: dict[str, Any], strict: bool) -> li
     return problems
 
 
-def _check_agent(root: Path, path: Path, agent: dict[str, Any]) -> list[Problem]:
+def _check_agent(root: Path, path: Path, agent: dict[Scalar, YAML]) -> list[Problem]:
     names = agent.get("skills")
     if not isinstance(names, list):
         return []  # wrong type: the model's own error says so
-    problems = []
+    problems: list[Problem] = []
     for index, name in enumerate(names):
         if not isinstance(name, str):
             continue
@@ -293,13 +296,13 @@ def _check_agent(root: Path, path: Path, agent: dict[str, Any]) -> list[Problem]
     return problems
 
 
-def _check_models(path: Path, data: dict[str, Any], models: Collection[str]) -> list[Problem]:
+def _check_models(path: Path, data: dict[Scalar, YAML], models: Collection[str]) -> list[Problem]:
     run = data.get("run")
     agent = run.get("agent") if isinstance(run, dict) else None
     wanted = [("model", data.get("model"))]
     if isinstance(agent, dict):
         wanted.append(("run.agent.model", agent.get("model")))
-    problems = []
+    problems: list[Problem] = []
     for field, model in wanted:
         if not isinstance(model, str) or model in models:
             continue
@@ -317,7 +320,7 @@ def unknown_models(skills: Iterable[Any], models: Collection[str]) -> list[Probl
     `model:` is said at start-up and in `skills show`, not first at call time. The warnings are
     added to each skill's own.
     """
-    found = []
+    found: list[Problem] = []
     for skill in skills:
         contract, root = getattr(skill, "contract", None), getattr(skill, "root", None)
         if contract is None or root is None:

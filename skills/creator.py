@@ -72,10 +72,10 @@ class Creation:
     created: bool
     stage: Stage
     name: str | None = None
-    reasons: list[str] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=lambda: [])
+    files: dict[str, str] = field(default_factory=lambda: {})
     """Every file of the skill as written (relative path -> text)."""
-    tests: list[TestOutcome] = field(default_factory=list)
+    tests: list[TestOutcome] = field(default_factory=lambda: [])
     review: dict[str, Any] | None = None
     usage: Usage = field(default_factory=Usage)
     path: Path | None = None
@@ -241,7 +241,7 @@ class _Job:
         result.path = _install(folder, self.home.skills_dir / plan.name)
         result.created = True
         entry = {"source": "created", "path": f"skills/{plan.name}", "enabled": True}
-        self.home._add_missing_entries({plan.name: entry})
+        self.home.add_missing_entries({plan.name: entry})
         result.published = await _publish(plan.name, result.path, self.home, self.catalog, also_refresh, result)
         result.stage = "done"
         await self.ctx.progress(_STAGES, _STAGES, f"created {plan.name}")
@@ -257,13 +257,16 @@ def _skill_files(plan: stages.SkillPlan, body: str, request: str) -> dict[str, s
     if plan.outputs is not None:
         contract["outputs"] = plan.outputs
     contract |= {"run": {"script": _SCRIPT}, "timeout": plan.timeout, "memory_mb": _MEMORY_MB}
-    dump = lambda data: yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)  # noqa: E731
     body = body.strip() or f"# {plan.title or plan.name}\n\n{plan.description}"
     return {
-        "SKILL.md": f"---\n{dump(front)}---\n\n{body}\n",
-        "skill.yaml": dump(contract),
+        "SKILL.md": f"---\n{_dump(front)}---\n\n{body}\n",
+        "skill.yaml": _dump(contract),
         "tests.json": json.dumps([t.as_json() for t in plan.test_cases], indent=2, ensure_ascii=False) + "\n",
     }
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
 def _write(folder: Path, files: dict[str, str]) -> None:

@@ -75,9 +75,9 @@ class Discovery:
     """What one root holds: skill folders, archives, and what was skipped (all sorted by path)."""
 
     root: Path
-    folders: list[Path] = field(default_factory=list)
-    archives: list[Path] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=lambda: [])
+    archives: list[Path] = field(default_factory=lambda: [])
+    skipped: list[Skipped] = field(default_factory=lambda: [])
     searched: int = 0
     """Folders looked into."""
 

@@ -176,7 +176,7 @@ class FolderSkill:
                     entries = sorted(scan, key=lambda e: e.name)
             except OSError:
                 continue
-            below = []
+            below: list[tuple[Path, str]] = []
             for entry in entries:
                 rel = prefix + entry.name
                 if is_hidden(entry.name) or (entry.is_symlink() and not within(entry.path, boundary)):

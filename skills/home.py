@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._yaml import YAMLError, load_yaml, read_bounded
+from ._yaml import YAML, Scalar, YAMLError, load_yaml, read_bounded
 from .base import Skill
 
 __all__ = ["BUILTIN_SKILLS_DIR", "DEFAULT_MODELS_FILE", "Home", "InstallReport"]
@@ -41,9 +41,9 @@ _REGISTRY_HEADER = """\
 class InstallReport:
     """What `install` did, file by file (paths relative to the home)."""
 
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=lambda: [])
+    updated: list[str] = field(default_factory=lambda: [])
+    kept: list[str] = field(default_factory=lambda: [])
 
 
 class Home:
@@ -120,14 +120,14 @@ class Home:
                 else:
                     report.kept.append(rel)  # the user's file now
                     if rel == "skills/registry.yaml":
-                        self._add_missing_entries(self._builtin_entries())
+                        self.add_missing_entries(self._builtin_entries())
                     continue
             manifest[rel] = digest
         manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         return report
 
     # -- registry ------------------------------------------------------------------------
-    def read_registry(self) -> dict[str, dict[str, Any]]:
+    def read_registry(self) -> dict[str, dict[Scalar, YAML]]:
         """The `skills:` map of registry.yaml (empty when missing or unreadable, with a log line)."""
         try:
             data = load_yaml(read_bounded(self.registry_file)) or {}
@@ -145,7 +145,7 @@ class Home:
 
     def record(self, skills: Iterable[Skill]) -> None:
         """Add registry entries for skills found in the home that are not recorded yet."""
-        entries = {}
+        entries: dict[str, dict[str, Any]] = {}
         for skill in skills:
             if skill.source in ("home", "created") and skill.root is not None:
                 source = "created" if skill.source == "created" else "user"
@@ -154,9 +154,10 @@ class Home:
                     "path": _rel(skill.root, self.root),
                     "enabled": getattr(skill, "enabled", True),
                 }
-        self._add_missing_entries(entries)
+        self.add_missing_entries(entries)
 
-    def _add_missing_entries(self, entries: dict[str, dict[str, Any]]) -> None:
+    def add_missing_entries(self, entries: dict[str, dict[str, Any]]) -> None:
+        """Append registry entries for the skills it does not list yet (the user's lines stay as they are)."""
         current = self.read_registry()
         missing = {k: v for k, v in entries.items() if k not in current}
         if not missing:

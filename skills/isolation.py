@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from ._yaml import YAMLError, load_yaml
 
 if TYPE_CHECKING:
     from ._bwrap import BwrapMode
+    from .base import Skill
 
 __all__ = [
     "UNCONFINED",
@@ -135,7 +136,7 @@ def probe(settings: IsolationSettings | None = None) -> Isolation:
             result = _CACHE[key]
             log.debug("isolation probe of %s: %s", found, result.summary())
     result = _CACHE[key]
-    return Isolation(**{**result.__dict__, "allow_unconfined": settings.allow_unconfined})
+    return replace(result, allow_unconfined=settings.allow_unconfined)
 
 
 def isolation_of(extras: dict[str, Any]) -> Isolation:
@@ -153,7 +154,7 @@ _STARTS_PROGRAMS = frozenset({"run-tests", "shell-command"})
 _READS_FILES = frozenset({"read-file", "list-files", "diff-files", "text-stats", "code-analyzer", "json-query"})
 
 
-def confinement_of(skill: Any, isolation: Isolation) -> str:
+def confinement_of(skill: Skill, isolation: Isolation) -> str:
     """One line saying how `skill` will be confined here (for `skills show`)."""
     contract = getattr(skill, "contract", None)
     network = bool(getattr(contract, "network", False))

@@ -60,7 +60,7 @@ class Completion:
 
     text: str
     """The concatenated text blocks."""
-    content: list[dict[str, Any]] = field(default_factory=list)
+    content: list[dict[str, Any]] = field(default_factory=lambda: [])
     """Every content block (text and tool_use), Anthropic shapes."""
     stop_reason: str = "end_turn"
     """end_turn | max_tokens | tool_use | stop_sequence."""
@@ -129,4 +129,4 @@ def model_access(extras: dict[str, Any]) -> ModelAccess:
             "this needs a model, and no model provider is available",
             hint="set ANTHROPIC_API_KEY, or call it from a client that supports sampling (e.g. Claude Desktop)",
         )
-    return access  # type: ignore[no-any-return]
+    return access

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .errors import SkillRunError
 
@@ -188,7 +188,7 @@ def roots_of(extras: dict[str, Any] | None) -> AllowedRoots:
     if isinstance(found, AllowedRoots):
         return found
     if isinstance(found, dict):
-        return AllowedRoots.from_plain(found)
+        return AllowedRoots.from_plain(cast("dict[str, Any]", found))
     return _current.get() or AllowedRoots.resolve()
 
 

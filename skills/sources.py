@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._archive import ArchiveError, unpack
+from ._json import JSON
 from .base import SkillSource
 from .catalog import FolderProvider, LoadProblem
 from .contract import FrontMatter, SkillContract
@@ -133,7 +134,7 @@ class FolderSource(FolderProvider):
         if self._cache is not None or self._cache_file is None:
             return (self._cache or {}).get("folders", {})
         try:
-            data = json.loads(self._cache_file.read_text(encoding="utf-8"))
+            data: JSON = json.loads(self._cache_file.read_text(encoding="utf-8"))
             self._cache = data if isinstance(data, dict) and data.get("version") == _CACHE_VERSION else {}
         except (OSError, ValueError):
             self._cache = {}
@@ -184,7 +185,7 @@ def _from_cache(
 def report_roots(providers: list[Any]) -> list[str]:
     """Say what each skills root gave: an INFO line each, a WARNING with a hint for a `--skills`
     root that gave nothing (the home's may well be empty). Returns the warnings (for the CLI)."""
-    warnings = []
+    warnings: list[str] = []
     for provider in providers:
         report = getattr(provider, "report", None)
         if not isinstance(report, RootReport):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import envelope, write_skill
 from jsonschema.validators import validator_for
+from mcp import Client
 
+from mcp_server import create_server
 from skills._fastcheck import compile_check
 
 SCHEMAS: list[dict[str, Any]] = [
@@ -59,3 +63,22 @@ def test_any_of_is_checked_fast_when_every_member_is_simple() -> None:
     assert check is not None
     assert check(3) and check(None)
     assert not check("3") and not check(3.0)  # not certain: jsonschema decides
+
+
+@pytest.mark.parametrize(
+    "field", [{"type": [["integer"]]}, {"type": "object", "required": [["a"]]}], ids=["type", "required"]
+)
+async def test_a_schema_with_a_list_where_a_name_belongs_is_reported_as_invalid(
+    tmp_path: Path, field: dict[str, Any]
+) -> None:
+    write_skill(
+        tmp_path,
+        "odd",
+        contract={"inputs": {"type": "object", "properties": {"a": field}}, "run": {"python": "impl:main"}},
+        impl="def main(a=None):\n    return {'ok': True}\n",
+    )
+    async with Client(create_server(skill_dirs=[tmp_path])) as client:
+        result = await client.call_tool("odd", {"a": {}})
+    error = envelope(result)
+    assert error["message"].startswith("the skill's JSON Schema is invalid")
+    assert error["hint"] == "run `orchestrator skills validate` on the skill folder"
