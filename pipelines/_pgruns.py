@@ -164,9 +164,30 @@ class PgRunStore(RunStore):
 
         return self._do(add)
 
+    def spent(self, run_id: str) -> tuple[Usage, float]:
+        """What the run's agents spent so far, and since when (a read: no row lock per loop item)."""
+        row = self._do(
+            lambda conn: conn.execute(
+                "SELECT input_tokens, output_tokens, cost_usd, calls, since FROM orchestrator_agent_spend"
+                " WHERE run_id=?",
+                (run_id,),
+            ).fetchone()
+        )
+        if row is None:
+            return Usage(), time.time()
+        return Usage(int(row[0]), int(row[1]), float(row[2]), int(row[3])), float(row[4])
+
     def restart_spending(self, run_id: str) -> None:
-        """A worker (re)takes the run: its agents start from nothing, as a resumed run's do."""
-        self._do(lambda conn: conn.execute("DELETE FROM orchestrator_agent_spend WHERE run_id=?", (run_id,)))
+        """A worker (re)takes the run: its agents start from nothing, as a resumed run's do, and
+        their time limit from now."""
+        self._do(
+            lambda conn: conn.execute(
+                "INSERT INTO orchestrator_agent_spend (run_id, input_tokens, output_tokens, cost_usd, calls, since)"
+                " VALUES (?, 0, 0, 0, 0, ?) ON CONFLICT (run_id) DO UPDATE SET input_tokens=0, output_tokens=0,"
+                " cost_usd=0, calls=0, since=EXCLUDED.since",
+                (run_id, time.time()),
+            )
+        )
 
     def agent_budget(self, run_id: str, limits: Any) -> RunBudget:
         """The run's agent limits counted run-wide: what every worker's agents of this run spent,
@@ -221,7 +242,7 @@ class SharedUsage(Usage):
     def __init__(self, store: PgRunStore, run_id: str) -> None:
         super().__init__()
         self._store, self._run_id = store, run_id
-        total, self.since = store.spend(run_id, Usage())  # what was spent before this part began
+        total, self.since = store.spent(run_id)  # what was spent before this part began
         self._take(total)
 
     def add(self, other: Usage) -> Usage:
