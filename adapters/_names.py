@@ -61,7 +61,7 @@ def assign_names(tools: Iterable[tuple[str, str, str]]) -> tuple[dict[tuple[str,
     A collision (two tools cleaned to one name, or a meta tool's name) is resolved by a suffix;
     the second value describes each one, for the caller to log.
     """
-    entries = []
+    entries: list[tuple[bool, str, str, str, str]] = []
     for server, namespace, tool in tools:
         base = published_name(namespace, tool)
         raw = f"{namespace}_{tool}" if namespace else tool

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import httpx2
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult
@@ -22,7 +24,8 @@ def relayable(result: CallToolResult) -> CallToolResult:
 
 def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        return [leaf for sub in group.exceptions for leaf in _leaves(sub)]
     return [exc]
 
 

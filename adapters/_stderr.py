@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager, suppress
 from typing import TextIO
 
@@ -36,7 +36,7 @@ class StderrTail:
         return text if len(text) <= max_chars else "..." + text[-max_chars:]
 
     @asynccontextmanager
-    async def capture(self) -> AsyncIterator[TextIO | None]:
+    async def capture(self) -> AsyncGenerator[TextIO | None, None]:
         """A file to pass as the child's stderr while inside (None where pipes cannot be polled)."""
         if sys.platform == "win32":  # no readiness polling of pipes on the Proactor loop
             yield None

@@ -11,7 +11,7 @@ upstream still run in the context of the call that caused them.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any, TextIO
@@ -94,7 +94,7 @@ def _inner(config: ServerConfig, stack: AsyncExitStack, errlog: TextIO | None) -
 @asynccontextmanager
 async def open_transport(
     config: ServerConfig, on_end: Callable[[], None], errlog: TextIO | None = None
-) -> AsyncIterator[Streams]:
+) -> AsyncGenerator[Streams, None]:
     """The transport `config` asks for; `on_end` is called when the upstream's stream ends."""
     async with AsyncExitStack() as stack:
         read, write = await stack.enter_async_context(_inner(config, stack, errlog))

@@ -22,7 +22,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from skills import LoadProblem, Problem
 from skills._json import load_json
@@ -80,14 +80,14 @@ class ServerConfig:
     """Program to start for a stdio server (looked up on PATH), e.g. `uvx` or `npx`."""
     args: tuple[str, ...] = ()
     """Arguments of `command`."""
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict[str, str])
     """Environment of a stdio server: exactly these variables on top of a minimal safe set
     (HOME, PATH, USER, ...); nothing else of the orchestrator's environment is passed on."""
     cwd: str | None = None
     """Working directory of a stdio server (default: the orchestrator's)."""
     url: str | None = None
     """Endpoint of a remote server (streamable HTTP, or SSE with `"type": "sse"`)."""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict[str, str])
     """HTTP headers sent to a remote server (e.g. Authorization)."""
     transport: TransportKind = "stdio"
     """`stdio` for `command`, `http` (streamable HTTP) or `sse` for `url`; from `type` when given."""
@@ -152,16 +152,17 @@ def parse_servers_config(data: Any, path: Path | None = None) -> tuple[list[Serv
     where = path or Path("servers.json")
     if not isinstance(data, dict):
         return [], [_file_problem(where, "the top level must be an object with an `mcpServers` object", _SHAPE)]
-    servers = data.get("mcpServers", data.get("servers"))
+    document = cast("dict[str, Any]", data)
+    servers = document.get("mcpServers", document.get("servers"))
     if servers is None:
-        if data:
+        if document:
             return [], [_file_problem(where, "no `mcpServers` object", _SHAPE)]
         return [], []
     if not isinstance(servers, dict):
         return [], [_file_problem(where, f"`mcpServers` must be an object, not {_kind(servers)}", _SHAPE)]
     configs: list[ServerConfig] = []
     problems: list[LoadProblem] = []
-    for name, entry in servers.items():
+    for name, entry in cast("dict[str, Any]", servers).items():
         try:
             config = _entry(str(name), entry, path)
         except ServerConfigError as exc:
@@ -181,16 +182,20 @@ def _file_problem(path: Path, message: str, hint: str) -> LoadProblem:
     return LoadProblem(_LABEL, path, ServerConfigError(path, [Problem(path, message, hint=hint)]))
 
 
+_KINDS: dict[type[Any], str] = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
+
+
 def _kind(value: Any) -> str:
-    return {
-        dict: "an object",
-        list: "an array",
-        str: "a string",
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
+    kind = cast("type[Any]", type(value))
+    return _KINDS.get(kind, kind.__name__)
 
 
 class _Checker:
@@ -229,10 +234,11 @@ class _Checker:
             return ()
         if isinstance(value, str) and key in ("include", "exclude"):
             return (value,)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        items = cast("list[Any]", value) if isinstance(value, list) else None
+        if items is None or not all(isinstance(v, str) for v in items):
             self.problem(key, f"`{key}` must be an array of strings", f'e.g. "{key}": ["..."]')
             return ()
-        return tuple(value)
+        return tuple(items)
 
     def mapping(self, key: str) -> dict[str, str]:
         value = self.entry.get(key)
@@ -241,7 +247,8 @@ class _Checker:
         if not isinstance(value, dict):
             self.problem(key, f"`{key}` must be an object of strings, not {_kind(value)}")
             return {}
-        bad = [k for k, v in value.items() if not isinstance(v, str)]
+        pairs = cast("dict[str, Any]", value)
+        bad = [k for k, v in pairs.items() if not isinstance(v, str)]
         if bad:
             self.problem(
                 key,
@@ -249,7 +256,7 @@ class _Checker:
                 'quote the value, e.g. "PORT": "8080"',
             )
             return {}
-        return {str(k): v for k, v in value.items()}
+        return {str(k): v for k, v in pairs.items()}
 
     def flag(self, key: str) -> bool | None:
         value = self.entry.get(key)
@@ -269,6 +276,7 @@ def _entry(name: str, entry: Any, path: Path | None) -> ServerConfig:
             field=f"mcpServers.{name}",
         )
         raise ServerConfigError(where, [problem], server=name)
+    entry = cast("dict[str, Any]", entry)
     c = _Checker(name, entry, path)
     for key in sorted(set(entry) - _KNOWN):
         c.problem(key, f"unknown key `{key}` (ignored)", "known keys: " + ", ".join(sorted(_KNOWN)), warning=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
@@ -268,7 +268,7 @@ class MCPSkillAdapter:
             self._client = None
 
     @asynccontextmanager
-    async def _open(self, lost: anyio.Event) -> AsyncIterator[Client]:
+    async def _open(self, lost: anyio.Event) -> AsyncGenerator[Client, None]:
         async with AsyncExitStack() as stack:
             errlog = None
             if self.config.transport == "stdio":
@@ -371,6 +371,7 @@ class MCPSkillAdapter:
             raise self._unavailable()
         clock = CallClock(self.config.timeout)
         call = InFlight(tool, ctx, clock)
+        result: CallToolResult | None = None
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.progress(progress, total, message)
@@ -396,7 +397,7 @@ class MCPSkillAdapter:
             raise UpstreamCallError(
                 self.name, f"upstream '{self.name}' answered '{tool}' with an invalid result: {first_line(exc)}"
             ) from None
-        if clock.timed_out:
+        if clock.timed_out or result is None:  # the clock's scope ended the call before its result
             raise self._timeout(tool)
         return relayable(result)
 

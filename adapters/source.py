@@ -151,7 +151,7 @@ class ServerSource:
         published: dict[str, list[str]] = {}
         for skill in self._skills:
             published.setdefault(skill.server, []).append(skill.name)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for adapter in self.adapters.values():
             row = adapter.status()
             row["published"] = published.get(adapter.name, [])

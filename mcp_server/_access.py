@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ class Access:
         log.info("file skills may read: %s", self.base.shown())
 
     @asynccontextmanager
-    async def bound(self, ctx: SkillContext, context: Any) -> AsyncIterator[None]:
+    async def bound(self, ctx: SkillContext, context: Any) -> AsyncGenerator[None]:
         """While inside, the call of `ctx` has its roots and isolation (also for expressions)."""
         roots = await self.roots_for(context)
         self._put(ctx, roots)

@@ -10,7 +10,7 @@ MCP tasks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
@@ -93,7 +93,8 @@ async def _orchestrate(service: PipelineService, args: dict[str, Any], ctx: Skil
     except SkillsError as exc:
         return error_result(exc, where=exc.where or "the routed work", output_schema=schema)
     result = data.get("result")
-    if data["route"] == "planner" and isinstance(result, dict) and result.get("status") == "failed":
+    failed = isinstance(result, dict) and cast("dict[str, Any]", result).get("status") == "failed"
+    if data["route"] == "planner" and failed:
         return error_result(
             "orchestrate: the planner could not write and run a pipeline for the request",
             "the result's pipeline_yaml and history show how far it got; rephrase the request",

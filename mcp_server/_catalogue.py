@@ -23,7 +23,7 @@ from skills import Skill, SkillsError, UnknownSkillError
 from skills._schema import check_arguments
 from skills.errors import clip
 
-from ._pipelines import _structured
+from ._meta import structured
 from ._results import error_result
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ CatalogueMode = Literal["auto", "on", "off"]
 DEFAULT_THRESHOLD = 100
 """Skills above which `auto` switches catalogue mode on (100 tools is ~90 KB of definitions)."""
 _WORD = re.compile(r"[a-z0-9]+")
-_READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
-_SUMMARY = {
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+_SUMMARY: dict[str, Any] = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "description": "The skill's name: give it to read_skill or call_skill."},
@@ -112,7 +112,7 @@ _TOOLS = [
             "required": ["name"],
             "additionalProperties": False,
         },
-        annotations=ToolAnnotations(openWorldHint=True),
+        annotations=ToolAnnotations(open_world_hint=True),
     ),
 ]
 CATALOGUE_TOOLS: dict[str, MCPTool] = {t.name: t for t in _TOOLS}
@@ -134,7 +134,7 @@ def find(skills: list[Skill], query: str, limit: int) -> list[Skill]:
     """Skills ranked by how many query words they hold (name 3, title 2, description 1; a word
     that starts a longer one counts half), ties by name. No word in common, no result."""
     wanted = _words(query)
-    scored = []
+    scored: list[tuple[float, str, Skill]] = []
     for skill in skills:
         fields = ((_words(skill.name.replace("-", " ")), 3.0), (_words(skill.title or ""), 2.0))
         fields += ((_words(skill.description), 1.0),)
@@ -153,7 +153,7 @@ def find(skills: list[Skill], query: str, limit: int) -> list[Skill]:
 
 async def call_catalogue(
     server: OrchestratorServer, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
-) -> CallToolResult | InputRequiredResult:
+) -> CallToolResult | InputRequiredResult | dict[str, Any]:
     """Run one of the catalogue tools (the name is one of `CATALOGUE_TOOLS`)."""
     tool = CATALOGUE_TOOLS[name]
     try:
@@ -161,7 +161,7 @@ async def call_catalogue(
         if name == "find_skills":
             skills = list(server.catalog)
             found = find(skills, arguments["query"], arguments.get("limit", 10))
-            return _structured({"skills": [_summary(s) for s in found], "total": len(skills)})
+            return structured({"skills": [_summary(s) for s in found], "total": len(skills)})
         skill = server.catalog.find(arguments["name"])
         if skill is None:
             raise server.catalog.unknown(clip(arguments["name"], 64))
@@ -169,7 +169,7 @@ async def call_catalogue(
         return error_result(exc, where="name" if isinstance(exc, UnknownSkillError) else "")
     if name == "call_skill":
         return await server.call_tool(skill.name, arguments.get("arguments") or {}, context)
-    return _structured(
+    return structured(
         _summary(skill)
         | {
             "input_schema": skill.input_schema,

@@ -14,7 +14,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["SERVER_KEY", "ConfigError", "config_path", "merge_entry", "server_entry"]
 
@@ -98,7 +98,7 @@ def merge_entry(path: Path, entry: dict[str, Any], key: str = SERVER_KEY) -> tup
 
         text = path.read_text(encoding="utf-8")
         try:
-            loaded = load_json(text) if text.strip() else {}
+            loaded: Any = load_json(text) if text.strip() else {}
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); left unchanged",
@@ -109,13 +109,14 @@ def merge_entry(path: Path, entry: dict[str, Any], key: str = SERVER_KEY) -> tup
                 f"{path} holds a JSON {type(loaded).__name__}, not an object; left unchanged",
                 "a Claude Desktop config is a JSON object with an mcpServers key",
             )
-        config = loaded
+        config = cast("dict[str, Any]", loaded)
     servers = config.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise ConfigError(
             f"'mcpServers' in {path} is not an object; left unchanged",
             'it should look like {"mcpServers": {"name": {"command": ...}}}',
         )
+    servers = cast("dict[str, Any]", servers)
     if servers.get(key) == entry:
         return False, None
     servers[key] = entry

@@ -1,25 +1,28 @@
-"""What a meta tool is: a tool of the server itself (not a skill), and how it answers.
+"""What a meta tool is: a tool of the server itself, and how it joins the Catalog.
 
 Meta tools live in their own modules by subject — `_pipelines` (validate, register, create,
 plan), `_agents` (spawn_agent, orchestrate), `_stepping` (run_pipeline step by step) — and
-`_pipelines.META_TOOLS` gathers them for the server.
+`_pipelines.META_TOOLS` gathers them. `MetaSource` publishes them as Skills of kind "meta" in the
+Catalog like every other source, so the server lists, pages, filters and calls them through the
+one path every skill takes (the reserved names are theirs: `skills.RESERVED_NAMES`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp_types import CallToolResult, TextContent
 from mcp_types import Tool as MCPTool
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
-    from skills import SkillContext
+    from skills import LoadProblem, Skill, SkillContext
 
-__all__ = ["MetaTool", "structured"]
+__all__ = ["MetaSkill", "MetaSource", "MetaTool", "structured"]
 
 
 @dataclass(frozen=True)
@@ -37,3 +40,61 @@ def structured(data: dict[str, Any]) -> CallToolResult:
     """A success result: `data` as structured content and as its JSON text."""
     text = json.dumps(data, ensure_ascii=False, indent=1)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+class MetaSkill:
+    """One meta tool as the Catalog holds it: a Skill of kind "meta" whose work is its handler,
+    given the server's pipeline service. Its result is already a `CallToolResult` (a failure
+    report that fits its output schema, or the structured success), which passes through."""
+
+    kind: Literal["meta"] = "meta"
+    source: Literal["builtin"] = "builtin"
+    root: Path | None = None
+
+    def __init__(self, meta: MetaTool, service: PipelineService) -> None:
+        self._meta = meta
+        self._service = service
+        tool = meta.tool
+        self.name = tool.name
+        self.title = tool.title
+        self.description = tool.description or ""
+        self.input_schema = tool.input_schema
+        self.output_schema = tool.output_schema
+        self.annotations = (
+            tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations is not None else None
+        )
+        self.long_running = meta.long_running
+        """Whether a call may run as a task (the server's rule for meta tools)."""
+
+    def body(self) -> str:
+        return self.description
+
+    def files(self) -> list[str]:
+        return []
+
+    async def run(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+        return await self._meta.handler(self._service, arguments, ctx)
+
+
+class MetaSource:
+    """The Catalog provider of the meta tools: fixed while the server runs, so never refreshed.
+
+    Registered last (after skill folders, pipelines and upstream servers), so the meta tools
+    close tools/list, and under names no other source may take."""
+
+    label = "meta tools"
+
+    def __init__(self, tools: Mapping[str, MetaTool], service: PipelineService) -> None:
+        self._skills: list[Skill] = [MetaSkill(meta, service) for meta in tools.values()]
+
+    def skills(self) -> list[Skill]:
+        return list(self._skills)
+
+    def problems(self) -> list[LoadProblem]:
+        return []
+
+    def refresh(self) -> bool:
+        return False
+
+    def watch_paths(self) -> list[Path]:
+        return []

@@ -69,9 +69,6 @@ _YAML_INPUT = {
 }
 
 
-_structured = structured  # the name other modules import
-
-
 def _issues(issues: list[Any]) -> list[dict[str, Any]]:
     return [
         {"line": i.line, "col": i.col, "severity": i.severity, "message": i.message, "hint": i.hint, "code": i.code}

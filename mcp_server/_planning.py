@@ -42,7 +42,8 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
     from skills.creator import TestCase, create_skill
 
     try:
-        tests = [TestCase.model_validate(case) for case in args.get("test_cases") or []]
+        cases: list[Any] = args.get("test_cases") or []
+        tests = [TestCase.model_validate(case) for case in cases]
     except ValidationError as exc:
         return error_result(
             f"test_cases: {clip(str(exc), 1000)}",
@@ -52,7 +53,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         )
 
     async def refresh_pipelines() -> None:  # pipelines that called the missing skill verify now
-        await service.catalog.refresh(service.sources)
+        await service.catalog.refresh(list(service.sources))
 
     try:
         creation = await create_skill(
@@ -100,7 +101,8 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
         return error_result(exc)
     if data["status"] != "failed":
         return structured(data)
-    issues = [str(i) for i in data.get("issues") or []]
+    found: list[Any] = data.get("issues") or []
+    issues = [str(i) for i in found]
     return error_result(
         "plan_and_run failed: " + ("; ".join(issues) or "no pipeline could be written and run for the request"),
         "the result's pipeline_yaml and history show how far it got; rephrase the request or raise max_fixes",

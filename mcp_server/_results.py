@@ -28,7 +28,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mcp_types import CallToolResult, TextContent
 
@@ -73,16 +73,16 @@ def error_result(
 def envelope_of(result: CallToolResult) -> ErrorBody | None:
     """The error body of a failed result of ours (None for a success, or an imported tool's own
     error, which passes through as the upstream sent it)."""
-    if not result.is_error or not result.content or getattr(result.content[0], "type", "") != "text":
-        return None
-    text: str = result.content[0].text  # type: ignore[union-attr]
-    if not text.startswith('{"error"'):
+    first = result.content[0] if result.is_error and result.content else None
+    if not isinstance(first, TextContent) or not first.text.startswith('{"error"'):
         return None
     try:
-        body = json.loads(text).get("error")
+        body: Any = json.loads(first.text).get("error")
     except ValueError:
         return None
-    return body if isinstance(body, dict) and {"type", "message", "hint", "where"} <= body.keys() else None
+    if isinstance(body, dict) and {"type", "message", "hint", "where"} <= body.keys():
+        return cast(ErrorBody, body)  # the keys of our envelope: made by `error_envelope`
+    return None
 
 
 def to_result(skill: Skill, value: Any, notes: list[str] | None = None) -> CallToolResult:
@@ -95,7 +95,7 @@ def to_result(skill: Skill, value: Any, notes: list[str] | None = None) -> CallT
     schema = skill.output_schema
     try:
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
-        if isinstance(value, dict) and not all(type(k) is str for k in value):
+        if isinstance(value, dict) and not all(type(k) is str for k in cast("dict[Any, Any]", value)):
             raise TypeError("keys")  # JSON text would have them as strings, structured content not
     except (TypeError, ValueError, RecursionError):
         try:
@@ -148,15 +148,16 @@ def json_safe(skill: str, value: Any, notes: list[str] | None = None) -> Any:
                 where=clip(path),
             )
         if isinstance(item, dict):
-            out = {}
-            for key, child in item.items():
+            out: dict[str, Any] = {}
+            for key, child in cast("dict[Any, Any]", item).items():
                 if not isinstance(key, str | int | float | bool) and key is not None:
                     raise _not_json(skill, key, f"{path} (a key)")
                 name = key if isinstance(key, str) else json.dumps(key)
                 out[name] = plain(child, f"{path}.{name}", depth + 1)
             return out
         if isinstance(item, list | tuple):
-            return [plain(child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item)]
+            items = cast("list[Any] | tuple[Any, ...]", item)
+            return [plain(child, f"{path}[{i}]", depth + 1) for i, child in enumerate(items)]
         raise _not_json(skill, item, path)
 
     result = plain(value, "result", 0)

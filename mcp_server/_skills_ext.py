@@ -19,7 +19,7 @@ import mimetypes
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
@@ -126,10 +126,11 @@ class SkillsExtension(Extension):
         name, rel = _split(params.uri)
         skill = self._catalog().find(name) if name else None
         folder = _directory(skill, rel)
-        if skill is None or folder is None:
+        root = skill.root if skill is not None else None
+        if skill is None or folder is None or root is None:
             raise MCPError(code=INVALID_PARAMS, message=f"{clip(params.uri)} is not a directory resource")
-        boundary = Path(getattr(skill, "boundary", skill.root)).resolve()
-        children = []
+        boundary = Path(getattr(skill, "boundary", root)).resolve()
+        children: list[MCPResource] = []
         prefix = f"skill://{skill.name}/" + (f"{rel}/" if rel else "")
         with os.scandir(folder) as scan:
             for entry in sorted(scan, key=lambda e: e.name):
@@ -151,7 +152,7 @@ class SkillsExtension(Extension):
         files = skill.files()
         if len(files) > MAX_FILES:
             return f"it has more than {MAX_FILES} files"
-        resources = []
+        resources: list[SkillFile] = []
         total = 0
         for rel in files:
             found = self._digest(skill.root / rel)
@@ -215,7 +216,9 @@ def _breaks_spec(front: dict[str, Any], name: str) -> str | None:
         if key in front and not isinstance(front[key], str):
             return f"'{key}' is not a string"
     metadata = front.get("metadata")
-    if "metadata" in front and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+    if "metadata" in front and not (
+        isinstance(metadata, dict) and all(isinstance(v, str) for v in cast("dict[str, Any]", metadata).values())
+    ):
         return "metadata does not map strings to strings"
     return None
 

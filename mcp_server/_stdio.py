@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import re
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio
+from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
@@ -54,7 +55,7 @@ def request_id_of(line: str) -> int | str | None:
 class AnsweringReader:
     """The transport's read stream, answering the requests its parser refused (see module doc)."""
 
-    def __init__(self, inner: Any, write: Any) -> None:
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]) -> None:
         self._inner = inner
         self._write = write
 
@@ -62,7 +63,7 @@ class AnsweringReader:
     def last_context(self) -> Any:
         return getattr(self._inner, "last_context", None)
 
-    async def receive(self) -> Any:
+    async def receive(self) -> SessionMessage | Exception:
         while True:
             item = await self._inner.receive()
             if isinstance(item, ValidationError):
@@ -72,10 +73,10 @@ class AnsweringReader:
                     continue
             return item
 
-    def __aiter__(self) -> AnsweringReader:
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> SessionMessage | Exception:
         try:
             return await self.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -84,14 +85,14 @@ class AnsweringReader:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> AnsweringReader:
+    async def __aenter__(self) -> Self:
         await self._inner.__aenter__()
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
     ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc, tb)
+        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
 
 
 def _refusal(error: ValidationError) -> SessionMessage | None:

@@ -64,9 +64,9 @@ class ElicitGate:
         head = f"Step {view.place}/{view.total} '{view.step_id}' finished. Its output:"
         message = f"{head}\n{clip(shown, SHOWN_CHARS)}\n\n{then}"
         answer = await self.elicit(ElicitRequestFormParams(message=message, requested_schema=_ASK))
-        action = (answer.content or {}).get("action") if answer.action == "accept" else None
+        action = answer.content.get("action") if answer.action == "accept" and answer.content else None
         if action in ("continue", "stop", "rerun"):
-            return action  # type: ignore[return-value]
+            return action
         return "stop"  # declined, dismissed or unreadable: stop where it is (it can be resumed)
 
 

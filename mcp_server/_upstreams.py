@@ -104,7 +104,7 @@ class PendingPipelines:
 
     def sort_out(self, problems: Iterable[LoadProblem]) -> list[LoadProblem]:
         """Log the pipelines that wait for an upstream as pending; return the other problems."""
-        others = []
+        others: list[LoadProblem] = []
         for problem in problems:
             waits = self._waits_for(problem.path)
             if waits is None:

@@ -11,18 +11,19 @@ import logging
 import os
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel.helper_types import ReadResourceContents
-from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -37,6 +38,7 @@ from mcp_types import (
     ListPromptsResult,
     ListResourcesResult,
     ListToolsResult,
+    LoggingLevel,
     NotificationParams,
     PaginatedRequestParams,
     PromptMessage,
@@ -72,6 +74,7 @@ from skills import (
     Skill,
     SkillCancelledError,
     SkillContext,
+    SkillKind,
     SkillProvider,
     SkillsError,
     UnknownSkillError,
@@ -88,6 +91,7 @@ from . import __version__
 from ._access import Access
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
+from ._meta import MetaSkill, MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
 from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
@@ -110,7 +114,7 @@ __all__ = ["OrchestratorServer", "create_server"]
 
 log = logging.getLogger("mcp_server")
 
-_STARTS_AGENTS = frozenset({"agent", "pipeline", "meta"})
+_STARTS_AGENTS: frozenset[SkillKind] = frozenset({"agent", "pipeline", "meta"})
 """Calls that may start agents (agent skills, pipelines with agent steps, meta tools): they get the
 home's agent roles and a run budget."""
 _LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
@@ -144,7 +148,7 @@ class OrchestratorServer(MCPServer):
             version=__version__,
             instructions=INSTRUCTIONS,
             log_level="WARNING",
-            lifespan=_lifespan,
+            lifespan=lambda _: self._lifespan(),
             extensions=[SkillsExtension(lambda: self.catalog, pager)],
         )
         self.pager = pager
@@ -157,6 +161,10 @@ class OrchestratorServer(MCPServer):
         self.watch = watch
         self.access = access or Access(home)
         """Allowed roots (the client's too) and isolation settings given to each call."""
+        self.meta = MetaSource(META_TOOLS, pipelines) if pipelines is not None else None
+        """The server's own tools (kind "meta"): a Catalog source of their own, registered last."""
+        if self.meta is not None:
+            catalog.add_provider(self.meta)
         self.pending: PendingPipelines | None = None
         """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
@@ -171,11 +179,16 @@ class OrchestratorServer(MCPServer):
         # the HTTP session manager asks `create_initialization_options()` with no arguments.
         create = low.create_initialization_options
         changes = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
-        low.create_initialization_options = (  # type: ignore[method-assign]
-            lambda notification_options=None, *a, **k: _with_tasks(
-                create(notification_options or (changes if self.list_changed_to_handshake_clients else None), *a, **k)
-            )
-        )
+
+        def initialization_options(
+            notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+        ) -> InitializationOptions:
+            notify = notification_options or (changes if self.list_changed_to_handshake_clients else None)
+            return _with_tasks(create(notify, experimental_capabilities, extensions))
+
+        low.create_initialization_options = initialization_options
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
         self.access.install(low)
         # Logging (handshake era: `logging/setLevel` per session) and completion are declared
@@ -190,6 +203,11 @@ class OrchestratorServer(MCPServer):
             install(low, lambda: self.tasks)
             low.middleware.append(self._core_task_calls)
 
+    @property
+    def lowlevel(self) -> Server[Any]:
+        """The SDK's low-level server under this one (the HTTP transport runs it)."""
+        return self._lowlevel_server
+
     async def _cached_listings(self, ctx: Any, call_next: Any) -> Any:
         """Serve repeated list requests from their wire form.
 
@@ -199,7 +217,8 @@ class OrchestratorServer(MCPServer):
         """
         if ctx.method not in _LISTINGS:
             return await call_next(ctx)
-        cursor = (ctx.params or {}).get("cursor")
+        params: dict[str, Any] = ctx.params or {}
+        cursor = params.get("cursor")
         key = (ctx.method, ctx.protocol_version or "", self.catalog.version, cursor if isinstance(cursor, str) else "")
         hit = self._wire_cache.get(key)
         if hit is None:
@@ -215,12 +234,15 @@ class OrchestratorServer(MCPServer):
         return self.catalogue == "on" or (self.catalogue == "auto" and len(self.catalog) > self.catalogue_threshold)
 
     async def list_tools(self) -> list[MCPTool]:
+        """One tool per skill of the Catalog; in catalogue mode the catalogue tools instead of the
+        skills, the server's own (meta) tools still listed."""
         cached = self._tool_cache
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
-        tools = catalogue_tools() if self.catalogue_active() else [_tool_of(skill) for skill in self.catalog]
-        if self.pipelines is not None:
-            tools += [_with_task_support(meta.tool, meta.tool.name in TASK_META_TOOLS) for meta in META_TOOLS.values()]
+        if self.catalogue_active():
+            tools = catalogue_tools() + [_tool_of(skill) for skill in self.catalog.tools() if skill.kind == "meta"]
+        else:
+            tools = [_tool_of(skill) for skill in self.catalog.tools()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
@@ -228,15 +250,7 @@ class OrchestratorServer(MCPServer):
         tools, cursor = self.pager.page("tools/list", await self.list_tools(), params.cursor if params else None)
         return ListToolsResult(tools=tools, next_cursor=cursor)
 
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        skill = self.catalog.find(name)
-        if skill is None and name in META_TOOLS:
-            return META_TOOLS[name].tool.input_schema
-        if skill is None and name in CATALOGUE_TOOLS:
-            return CATALOGUE_TOOLS[name].input_schema
-        return None if skill is None else skill.input_schema
-
-    async def call_tool(
+    async def call_tool(  # pyright: ignore[reportIncompatibleMethodOverride]  # the SDK's type omits the tasks extension's result (a dict), which its handler passes on as it is
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         """Run one tool call; every failure is the error envelope of SPEC 7 (see `_results`).
@@ -244,7 +258,7 @@ class OrchestratorServer(MCPServer):
         The call runs at once, or parked across 2026-07-28 input rounds, or as a task when the
         client asked for one (see `tasks`).
         """
-        if name in CATALOGUE_TOOLS and self.catalog.find(name) is None and self.catalogue_active():
+        if name in CATALOGUE_TOOLS and self.catalog.tool(name) is None and self.catalogue_active():
             return await call_catalogue(self, name, arguments, context)
         target = self.target(name)
         if isinstance(target, CallToolResult) and await self._caught_up():
@@ -252,12 +266,10 @@ class OrchestratorServer(MCPServer):
         if isinstance(target, CallToolResult):
             return target
         try:
-            check_arguments(name, self._tool_input_schema(name) or {}, arguments)
+            check_arguments(name, target.skill.input_schema, arguments)
         except SkillsError as exc:
-            return error_result(
-                exc, where=where_in(getattr(target.skill, "root", None), exc), output_schema=target.output_schema
-            )
-        if context is not None and context.request_context is not None and self.home is not None:
+            return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
+        if context is not None and self.home is not None:  # `request_context` raises outside a request
             request = context.request_context
             if target.may_task and _declares_tasks(request):
                 return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
@@ -275,25 +287,14 @@ class OrchestratorServer(MCPServer):
 
     def target(self, name: str) -> CallTarget | CallToolResult:
         """The tool called `name` as the call path needs it (an unknown-tool envelope if none)."""
-        skill = self.catalog.find(name)
+        skill = self.catalog.tool(name)
         if skill is None:
-            if name in META_TOOLS and self.pipelines is not None:
-                meta = META_TOOLS[name]
-                schema = meta.tool.output_schema
-                return CallTarget(
-                    name=name,
-                    skill=_MetaSkill(name),
-                    output_schema=schema,
-                    may_task=name in TASK_META_TOOLS,
-                    run=lambda arguments, ctx: meta.handler(self.pipelines, arguments, ctx),  # type: ignore[arg-type]
-                    finish=lambda work, ctx: _finish_meta(name, schema, work),
-                )
             return error_result(self._unknown(name), where="name")
         return CallTarget(
             name=skill.name,
             skill=skill,
             output_schema=skill.output_schema,
-            may_task=skill.kind in ("pipeline", "agent"),
+            may_task=_may_task(skill),
             run=skill.run,
             finish=lambda work, ctx: _finish_skill(skill, work, ctx),
             is_pipeline=skill.kind == "pipeline",
@@ -318,7 +319,7 @@ class OrchestratorServer(MCPServer):
         A middleware, not the handler: the SDK checks a handler's `tools/call` result against
         `CallToolResult` in that era, and a task is another shape.
         """
-        params = ctx.params or {}
+        params: dict[str, Any] = ctx.params or {}
         if ctx.method != "tools/call" or "task" not in params or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await call_next(ctx)
         from mcp_types import CallToolRequestParams
@@ -336,7 +337,7 @@ class OrchestratorServer(MCPServer):
         context = Context(request_context=ctx, mcp_server=self, input_params=call)
         arguments = call.arguments or {}
         try:
-            check_arguments(call.name, self._tool_input_schema(call.name) or {}, arguments)
+            check_arguments(call.name, target.skill.input_schema, arguments)
         except SkillsError as exc:
             return _wire(error_result(exc, output_schema=target.output_schema))
         ttl = call.task.ttl if call.task is not None else None
@@ -391,14 +392,14 @@ class OrchestratorServer(MCPServer):
         run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
         runs = self._runs_dir
         ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
-        if context is not None and context.request_context is not None:
+        if context is not None:  # `request_context` raises outside a request
             ctx.progress_fn = context.report_progress
             ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
             if not parked:  # a parked call outlives its request: the client is asked through the inbox
                 ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context, parked=parked)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
-        if getattr(skill, "kind", "meta") in _STARTS_AGENTS:  # two stats a call: not for the plain skills
+        if skill.kind in _STARTS_AGENTS:  # two stats a call: not for the plain skills
             ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
             if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
                 ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
@@ -570,7 +571,7 @@ class OrchestratorServer(MCPServer):
         """Tell every connected client that tools, prompts and resources changed (both eras)."""
         for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
             await self._subscriptions.publish(event)
-        alive = []
+        alive: list[Any] = []
         for session in self._legacy_sessions:
             try:
                 await session.send_tool_list_changed()
@@ -593,7 +594,7 @@ class OrchestratorServer(MCPServer):
         return await self.catalog.refresh()
 
     @asynccontextmanager
-    async def running(self, *, overviews: bool = True) -> AsyncIterator[None]:
+    async def running(self, *, overviews: bool = True) -> AsyncGenerator[None]:
         """The server's background work while inside: live reload and the upstream MCP servers.
 
         Upstreams connect in the background and never delay a client's initialize; their tools
@@ -607,12 +608,11 @@ class OrchestratorServer(MCPServer):
                 tg.start_soon(shared.listen, self._shared_changed)
             if self.pipelines is not None and overviews:  # overviews of the pipelines' help, with the API only
                 tg.start_soon(self.help_writer.run)
-            if self.servers is not None:
+            servers = self.servers
+            if servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
                 after = self.pending.check if self.pending is not None else None
-                tg.start_soon(
-                    lambda: self.servers.run(self.catalog, dependents=dependents, after_refresh=after)  # type: ignore[union-attr]
-                )
+                tg.start_soon(lambda: servers.run(self.catalog, dependents=dependents, after_refresh=after))
             try:
                 yield
             finally:
@@ -638,7 +638,7 @@ class OrchestratorServer(MCPServer):
         await self.catalog.refresh(list(self.pipelines.sources))
 
     @asynccontextmanager
-    async def watching(self) -> AsyncIterator[None]:
+    async def watching(self) -> AsyncGenerator[None]:
         """Watch the skill folders while inside; changes update the Catalog and notify clients."""
         if not self.watch:
             yield
@@ -656,7 +656,7 @@ class OrchestratorServer(MCPServer):
                 stop.set()
 
     async def _watch_loop(self, ready: anyio.Event, stop: anyio.Event) -> None:
-        from watchfiles import awatch
+        from watchfiles import awatch  # pyright: ignore[reportUnknownVariableType]  # its stop_event names trio's Event (trio is not installed)
 
         by_path: dict[Path, SkillProvider] = {}
         for provider in self.catalog.providers:
@@ -693,6 +693,19 @@ class OrchestratorServer(MCPServer):
                 log.warning("reload failed: %s", exc)
 
     # -- running -------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _lifespan(self) -> AsyncGenerator[dict[str, Any]]:
+        """Count the server's open lifespans; when the last ends, stop what still runs (its runs
+        are recorded as cancelled, resumable) so that nothing outlives the server."""
+        self._lifespans += 1
+        try:
+            yield {}
+        finally:
+            self._lifespans -= 1
+            if self._lifespans == 0 and "tasks" in self.__dict__:
+                with anyio.CancelScope(shield=True):
+                    await self.tasks.aclose()
+
     async def run_stdio_async(self) -> None:
         """Serve over stdio (also what `mcp run` / `mcp dev` call), with live reload."""
         from mcp.server.stdio import stdio_server
@@ -728,8 +741,14 @@ def _tool_of(skill: Skill) -> MCPTool:
         input_schema=skill.input_schema,
         output_schema=skill.output_schema,
         annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
-        execution=ToolExecution(task_support="optional") if skill.kind in ("pipeline", "agent") else None,
+        execution=ToolExecution(task_support="optional") if _may_task(skill) else None,
     )
+
+
+def _may_task(skill: Skill) -> bool:
+    """Whether a call may run as a task: pipelines, agents and the long meta tools (create_skill,
+    plan_and_run, orchestrate, spawn_agent, run_pipeline: `MetaTool.long_running`)."""
+    return skill.kind in ("pipeline", "agent") or (isinstance(skill, MetaSkill) and skill.long_running)
 
 
 LOG_ORDER: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -746,7 +765,7 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
     request_id = context.request_context.request_id
     caller = _caller_of(session)
 
-    async def send(level: str, message: str) -> None:
+    async def send(level: LoggingLevel, message: str) -> None:
         getattr(log, level)("%s: %s", skill, message)
         if LOG_ORDER.index(level) < levels.get(caller, 0):
             return  # below the level this client set with logging/setLevel
@@ -754,17 +773,11 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
         # the Inspector) show a tool's activity; the SDK drops it where the client did not opt in.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            pending = session.send_log_message(level, message, logger=skill, related_request_id=request_id)
+            send_log = session.send_log_message  # pyright: ignore[reportDeprecated]  # on purpose: see above
+            pending = send_log(level, message, logger=skill, related_request_id=request_id)
         await pending
 
     return send
-
-
-class _MetaSkill:
-    """Just enough of a Skill for `skill_context` to build a meta tool's context."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
@@ -801,11 +814,6 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     return extras
 
 
-TASK_META_TOOLS = frozenset(name for name, meta in META_TOOLS.items() if meta.long_running)
-"""Meta tools that may run as tasks (besides every pipeline and agent skill): the long work of
-`MetaTool.long_running` (create_skill, plan_and_run, orchestrate, spawn_agent, run_pipeline)."""
-
-
 async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolResult:
     """A skill's work made its result: the value, or the envelope of what went wrong."""
     name, schema = skill.name, skill.output_schema
@@ -831,16 +839,6 @@ async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolR
     return result
 
 
-async def _finish_meta(name: str, schema: dict[str, Any] | None, work: Any) -> CallToolResult:
-    try:
-        return await work()  # type: ignore[no-any-return]
-    except SkillsError as exc:
-        log.info("tool %s failed: %s", name, exc)
-        return error_result(exc, output_schema=schema)
-    except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
-        return _internal(name, schema)
-
-
 def _declares_tasks(request: Any) -> bool:
     """Whether a 2026-07-28 request declares the tasks extension (then it may get a task)."""
     if request.protocol_version not in MODERN_PROTOCOL_VERSIONS:
@@ -849,11 +847,7 @@ def _declares_tasks(request: Any) -> bool:
     return bool(caps is not None and caps.extensions and TASKS_EXTENSION in caps.extensions)
 
 
-def _with_task_support(tool: MCPTool, may_task: bool) -> MCPTool:
-    return tool.model_copy(update={"execution": ToolExecution(task_support="optional")}) if may_task else tool
-
-
-def _with_tasks(options: Any) -> Any:
+def _with_tasks(options: InitializationOptions) -> InitializationOptions:
     """Handshake-era capabilities say that tools may run as tasks (2025-11-25 core tasks)."""
     options.capabilities.tasks = ServerTasksCapability(
         list=TasksListCapability(),
@@ -865,20 +859,6 @@ def _with_tasks(options: Any) -> Any:
 
 def _wire(result: CallToolResult) -> dict[str, Any]:
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-@asynccontextmanager
-async def _lifespan(server: OrchestratorServer) -> AsyncIterator[dict[str, Any]]:
-    """Count the server's open lifespans; when the last ends, stop what still runs (its runs
-    are recorded as cancelled, resumable) so that nothing outlives the server."""
-    server._lifespans += 1
-    try:
-        yield {}
-    finally:
-        server._lifespans -= 1
-        if server._lifespans == 0 and "tasks" in server.__dict__:
-            with anyio.CancelScope(shield=True):
-                await server.tasks.aclose()
 
 
 def create_server(
@@ -934,6 +914,7 @@ def create_server(
     elif servers:
         log.error("--servers %s does not exist; no upstream servers imported", servers_file)
     service = None
+    cached: dict[str, Any] = {}  # the server's cached `models` and `roles`, made here already
     if pipelines:
         from adapters.models import ModelService
         from pipelines.service import PipelineService
@@ -950,6 +931,7 @@ def create_server(
         )
         for warning in unknown_models(catalog, model_service.registry.known()):
             log.warning("%s", warning)
+        cached = {"models": model_service, "roles": roles}  # one registry and one book of roles for the server
     home.record(catalog)
     access = Access(home, allow_dirs)
     server = OrchestratorServer(
@@ -967,9 +949,7 @@ def create_server(
     for problem in server.pending.sort_out(catalog.problems()):
         skipped = all(p.severity == "warning" for p in problem.problems)
         log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
-    if service is not None:
-        server.__dict__["models"] = model_service  # the cached `models`: one registry for the server
-        server.__dict__["roles"] = roles  # and one book of agent roles
+    server.__dict__.update(cached)
     return server
 
 
@@ -984,4 +964,7 @@ def _lists_servers(path: Path) -> bool:
         data = load_json(read_bounded(path))
     except (OSError, ValueError):  # JSONDecodeError (also for too deep / too long), UnicodeDecodeError
         return True
-    return not (isinstance(data, dict) and data.get("mcpServers") == {} and len(data) == 1)
+    if not isinstance(data, dict):
+        return True
+    config = cast("dict[str, Any]", data)
+    return not (config.get("mcpServers") == {} and len(config) == 1)

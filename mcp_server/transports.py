@@ -127,7 +127,7 @@ def accepted_hosts(bind: str, allowed_hosts: Sequence[str] = ()) -> list[str]:
 
     A literal address is safe to accept: DNS rebinding needs a name the attacker controls.
     """
-    names = list(LOOPBACK_HOSTS)
+    names: list[str] = list(LOOPBACK_HOSTS)
     if not is_loopback(bind) and not _is_wildcard(bind):
         names.append(_as_host_name(bind).lower())
     names += [name for name in allowed_hosts if name not in names]
@@ -164,7 +164,7 @@ def http_app(
 
     limits = limits or SessionLimits()
     security = transport_security(host, allowed_hosts)
-    low = server._lowlevel_server
+    low = server.lowlevel
     manager: StreamableHTTPSessionManager
     if stateless:
         # No stream outlives a request: handshake-era clients can never be told of changes.

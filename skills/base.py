@@ -23,8 +23,9 @@ __all__ = [
     "SkillSource",
 ]
 
-SkillKind = Literal["python", "script", "instructions", "prompt", "agent", "pipeline", "remote"]
-"""How a skill does its work; `remote` is an imported upstream MCP tool."""
+SkillKind = Literal["python", "script", "instructions", "prompt", "agent", "pipeline", "remote", "meta"]
+"""How a skill does its work; `remote` is an imported upstream MCP tool, `meta` a tool of the
+server itself (validate_pipeline, create_skill, ...: the names in `RESERVED_NAMES`)."""
 
 SkillSource = Literal["builtin", "home", "user", "created", "pipeline", "server"]
 """Where a skill came from: shipped, the home directory, a `--skills DIR`, made by a model, ..."""

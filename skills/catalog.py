@@ -127,6 +127,7 @@ class Catalog:
         self._providers: list[SkillProvider] = list(providers or [])
         self._enabled = dict(enabled or {})
         self._skills: dict[str, Skill] = {}
+        self._tools: dict[str, Skill] = {}
         self._hidden: dict[str, Skill] = {}
         self._conflicts: list[LoadProblem] = []
         self._overrides: list[Override] = []
@@ -151,6 +152,15 @@ class Catalog:
 
     def find(self, name: str) -> Skill | None:
         return self._skills.get(name)
+
+    def tool(self, name: str) -> Skill | None:
+        """The published tool called `name`: a skill, or one of the server's own tools (kind
+        "meta", which `find`, iteration and `len` leave out: skills choose among skills)."""
+        return self._tools.get(name)
+
+    def tools(self) -> list[Skill]:
+        """Every published tool in order: the skills, then the server's own (their source is last)."""
+        return list(self._tools.values())
 
     def __contains__(self, name: object) -> bool:
         return name in self._skills
@@ -237,7 +247,8 @@ class Catalog:
         for provider in self._providers:
             for skill in provider.skills():
                 name = skill.name
-                if name in RESERVED_NAMES or not TOOL_NAME.match(name):
+                # The reserved names belong to the server's own tools (kind "meta") and to no one else.
+                if (name in RESERVED_NAMES and skill.kind != "meta") or not TOOL_NAME.match(name):
                     why = "is the name of a meta tool" if name in RESERVED_NAMES else "is not a valid tool name"
                     root = skill.root or Path(name)
                     problem = Problem(root, f"'{name}' {why}", field="name", hint="rename the skill")
@@ -257,6 +268,7 @@ class Catalog:
         for override in overrides:
             if override not in known:  # said once, not again at every reload
                 log.warning("%s (hint: rename one of them, or remove the one you do not want)", override)
-        self._skills, self._hidden, self._conflicts = merged, hidden, conflicts
+        self._tools, self._hidden, self._conflicts = merged, hidden, conflicts
+        self._skills = {n: s for n, s in merged.items() if s.kind != "meta"}
         self._overrides = overrides
         self.version += 1

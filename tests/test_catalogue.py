@@ -91,6 +91,25 @@ async def test_catalogue_mode_follows_the_threshold_and_the_flag(tmp_path: Path)
         assert (names == CATALOGUE) is expect_catalogue, (mode, threshold, names)
 
 
+async def test_meta_tools_are_listed_and_called_but_no_skill_takes_their_names_and_the_catalogue_holds_skills(
+    tmp_path: Path,
+) -> None:
+    write_skill(tmp_path / "skills", "create_skill", description="A skill that would shadow the meta tool.")
+    write_skill(tmp_path / "skills", "planner-notes", description="Notes on how to create a skill and plan a run.")
+    server = create_server(skill_dirs=[tmp_path / "skills"], builtin=False, catalogue="on")
+    async with Client(server) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        found = (await client.call_tool("find_skills", {"query": "create skill plan run"})).structured_content
+        read = await client.call_tool("read_skill", {"name": "create_skill"})
+        called = await client.call_tool("create_skill", {})
+    assert names == CATALOGUE | META  # the server's own tools stay listed in catalogue mode
+    assert found is not None and [s["name"] for s in found["skills"]] == ["planner-notes"] and found["total"] == 1
+    assert envelope(read)["type"] == "unknown_tool"  # the folder was refused; the meta tool is not a skill
+    assert envelope(called)["type"] == "invalid_arguments"  # the meta tool answered: it needs a request
+    refused = [p for p in server.catalog.problems() if "name of a meta tool" in str(p.error)]
+    assert [p.path.name for p in refused] == ["create_skill"]
+
+
 async def test_every_long_list_pages_with_cursors(corpus: Path) -> None:
     server = create_server(skill_dirs=[corpus], builtin=False, pipelines=False, catalogue="off", page_size=300)
     async with Client(server) as client:

@@ -7,11 +7,13 @@ with `task`, `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 import test_rounds_continue as rounds
 from _tasks_client import TasksExtension, cancel, drive, get, listing, result, start, start_core
@@ -182,3 +184,20 @@ async def test_core_tasks_of_a_handshake_client_carry_sampling_through_tasks_res
     assert state.status == "completed" and len(model.requests) == 2
     assert [t["taskId"] for t in listed.model_extra["tasks"]] == [task_id]  # type: ignore[index]
     assert finished.value.error.code == -32602  # a finished task cannot be cancelled
+
+
+async def test_a_client_over_its_task_limit_is_told_the_limit_and_how_to_raise_it(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text("tasks:\n  max_per_client: 1\n")
+    model = ClientModel(final({"marked": 0}, "Nothing to mark."))
+    server = create_server(home=home, skill_dirs=[skills])
+    async with _client(server, model) as client:
+        first = await start(client, "counter", {"task": "wait for my model"})  # unfinished: it waits for input
+        second = await client.session.call_tool("counter", {"task": "one more"}, allow_claimed=True)
+        await cancel(client, first.task_id)
+    assert isinstance(second, types.CallToolResult) and second.is_error, second
+    error = json.loads(second.content[0].text)["error"]  # type: ignore[union-attr]
+    assert error["type"] == "limit_exceeded" and "already has 1 unfinished tasks" in error["message"]
+    assert "max_per_client in config.yaml" in error["hint"]

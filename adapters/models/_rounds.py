@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -160,7 +160,7 @@ def _wire(response: Any) -> dict[str, Any] | None:
     """An answer as its wire dict (a typed response from the SDK, or the JSON of `tasks/update`)."""
     if hasattr(response, "model_dump"):
         response = response.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return response if isinstance(response, dict) else None
+    return cast("dict[str, Any]", response) if isinstance(response, dict) else None
 
 
 def _digest(params: CreateMessageRequestParams) -> str:

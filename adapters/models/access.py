@@ -121,7 +121,7 @@ class ProviderAccess:
 
     def provider_for(self, request: ModelRequest) -> ModelProvider:
         """The first provider that can answer, or `NoModelProviderError` with every reason."""
-        reasons = []
+        reasons: list[str] = []
         for provider in self.providers:
             why = provider.unavailable(request)
             if why is None:

@@ -11,7 +11,7 @@ never logged, never part of an error, and scrubbed from the API's own messages.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from skills.models import Completion, Usage
 
@@ -20,6 +20,7 @@ from .errors import ModelProviderError
 
 if TYPE_CHECKING:
     from anthropic import APIStatusError
+    from anthropic.types import MessageParam, ThinkingConfigParam, ToolUnionParam
 
 __all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_TIMEOUT", "AnthropicProvider"]
 
@@ -58,18 +59,11 @@ class AnthropicProvider:
     async def complete(self, request: ModelRequest) -> Completion:
         import anthropic
 
-        params: dict[str, Any] = {
-            "model": request.model.id,
-            "max_tokens": request.max_tokens,
-            "messages": request.messages,
-        }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = request.tools
+        max_tokens = request.max_tokens
+        thinking: ThinkingConfigParam | anthropic.Omit = anthropic.omit
         if request.thinking:  # the API wants max_tokens above the thinking budget
-            params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking}
-            params["max_tokens"] = max(request.max_tokens, request.thinking + 1)
+            thinking = {"type": "enabled", "budget_tokens": request.thinking}
+            max_tokens = max(request.max_tokens, request.thinking + 1)
         if request.temperature is not None:  # the Messages API of this SDK takes no sampling parameters
             log.debug("temperature %s not sent: the Anthropic Messages API takes none", request.temperature)
         # One client per call: no connection pool outlives the call or its event loop, and a
@@ -77,7 +71,16 @@ class AnthropicProvider:
         client = anthropic.AsyncAnthropic(api_key=self._api_key, max_retries=self.max_retries, timeout=self.timeout)
         try:
             async with client:
-                message = await client.messages.create(**params)
+                # Messages and tools are already in the API's shapes (ModelRequest says so); the
+                # SDK's TypedDicts only describe them, so the casts cost nothing.
+                message = await client.messages.create(
+                    model=request.model.id,
+                    max_tokens=max_tokens,
+                    messages=cast("list[MessageParam]", request.messages),
+                    system=request.system or anthropic.omit,
+                    tools=cast("list[ToolUnionParam]", request.tools) if request.tools else anthropic.omit,
+                    thinking=thinking,
+                )
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc, request) from None
         except anthropic.APITimeoutError:
@@ -94,7 +97,7 @@ class AnthropicProvider:
             ) from None
         except anthropic.APIError as exc:  # an answer the SDK could not read
             raise ModelProviderError(self.name, f"the Anthropic API failed: {self._scrub(str(exc))}") from None
-        content = [block.model_dump(mode="json", exclude_none=True) for block in message.content]
+        content: list[dict[str, Any]] = [block.model_dump(mode="json", exclude_none=True) for block in message.content]
         usage = message.usage
         cost = request.model.cost(usage.input_tokens, usage.output_tokens)
         return Completion(
@@ -133,7 +136,8 @@ class AnthropicProvider:
 
 def _error_of(body: object) -> tuple[str, str]:
     """(type, message) of the API's error body `{"type": "error", "error": {"type", "message"}}`."""
-    error = body.get("error") if isinstance(body, dict) else None
+    error: object = cast("dict[str, object]", body).get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
-        return str(error.get("type") or ""), str(error.get("message") or "")
+        fields = cast("dict[str, object]", error)
+        return str(fields.get("type") or ""), str(fields.get("message") or "")
     return "", ""

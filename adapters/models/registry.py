@@ -121,7 +121,7 @@ class ModelRegistry:
     providers: tuple[ProviderName, ...] = ("anthropic", "sampling")
     source: Path | None = None
     """The home file layered over the defaults (None: the shipped defaults alone)."""
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list[Problem])
     """Why the home file was not used (empty when it was, or when there is none)."""
 
     def resolve(self, model: str | None) -> str:
@@ -222,8 +222,8 @@ def read_registry_file(path: Path, *, base: RegistryFile | None = None) -> Regis
     except ValidationError as exc:
         problems = [_problem(path, node, err) for err in exc.errors()]
         raise ModelRegistryError(path, problems) from None
-    known = set(parsed.models) | (set(base.models) if base is not None else set())
-    problems = []
+    known = set(parsed.models) | (set(base.models) if base is not None else set[str]())
+    problems: list[Problem] = []
     for role, target in parsed.roles.items():
         line = _line_of(node, ("roles", role))
         if role in known:

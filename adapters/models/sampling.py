@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -201,7 +201,8 @@ def estimate_usage(request: ModelRequest, output: list[dict[str, Any]]) -> Usage
     chars = len(request.system or "")
     for message in request.messages:
         raw = message.get("content", "")
-        for block in [{"type": "text", "text": raw}] if isinstance(raw, str) else raw:
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": raw}] if isinstance(raw, str) else raw
+        for block in blocks:
             if block.get("type") == "image":
                 images += 1
             else:
@@ -225,7 +226,8 @@ def _chars(block: dict[str, Any]) -> int:
         content = block.get("content")
         if isinstance(content, str):
             return len(content)
-        return sum(_chars(b) for b in content or [] if isinstance(b, dict))
+        blocks: list[Any] = content or []
+        return sum(_chars(cast("dict[str, Any]", b)) for b in blocks if isinstance(b, dict))
     return 0
 
 
@@ -238,7 +240,7 @@ def _to_sampling_messages(message: dict[str, Any]) -> list[SamplingMessage]:
     if role not in ("user", "assistant"):
         raise SkillRunError(f"a model message has the role {role!r}; use 'user' or 'assistant' (system goes apart)")
     raw = message.get("content", "")
-    blocks = [{"type": "text", "text": raw}] if isinstance(raw, str) else list(raw)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": raw}] if isinstance(raw, str) else list(raw)
     results: list[SamplingMessageContentBlock] = []
     others: list[SamplingMessageContentBlock] = []
     for block in blocks:
@@ -258,15 +260,14 @@ def _to_sampling_messages(message: dict[str, Any]) -> list[SamplingMessage]:
                     is_error=block.get("is_error") or None,
                 )
             )
-        elif kind == "image" and (block.get("source") or {}).get("type") == "base64":
-            source = block["source"]
+        elif kind == "image" and (source := _base64_source(block)) is not None:
             others.append(ImageContent(type="image", data=source["data"], mime_type=source["media_type"]))
         elif kind in ("thinking", "redacted_thinking"):
             continue  # the client's model thinks for itself
         else:
             raise SkillRunError(f"a '{kind}' block cannot be sent to the client's model through sampling")
     # MCP wants tool results alone in their message; Anthropic allows text after them.
-    out = []
+    out: list[SamplingMessage] = []
     if results:
         out.append(SamplingMessage(role=role, content=results))
     if others or not results:
@@ -286,11 +287,15 @@ def _result_content(content: Any) -> list[ContentBlock]:
     for block in content:
         if block.get("type") == "text":
             out.append(TextContent(type="text", text=str(block.get("text", ""))))
-        elif block.get("type") == "image" and (block.get("source") or {}).get("type") == "base64":
-            out.append(
-                ImageContent(type="image", data=block["source"]["data"], mime_type=block["source"]["media_type"])
-            )
+        elif block.get("type") == "image" and (source := _base64_source(block)) is not None:
+            out.append(ImageContent(type="image", data=source["data"], mime_type=source["media_type"]))
     return out
+
+
+def _base64_source(block: dict[str, Any]) -> dict[str, Any] | None:
+    """The `source` of an image block when it carries the image itself (base64); None for a URL or file."""
+    source: dict[str, Any] = block.get("source") or {}
+    return source if source.get("type") == "base64" else None
 
 
 def _preferences(request: ModelRequest) -> ModelPreferences:

@@ -19,7 +19,7 @@ def add_allow_dir(parser: argparse.ArgumentParser) -> None:
 
 def allowed_dirs(args: argparse.Namespace) -> list[Path] | None:
     """The --allow-dir folders, checked; None when none were given (the default applies)."""
-    given = getattr(args, "allow_dirs", None) or []
+    given: list[str] = getattr(args, "allow_dirs", None) or []
     for folder in given:
         if not Path(folder).expanduser().is_dir():
             raise UsageError(f"--allow-dir {folder}: not a directory", "give an existing folder")

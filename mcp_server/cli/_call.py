@@ -101,17 +101,18 @@ async def _call(orchestrator: OrchestratorServer, name: str, arguments: dict[str
 
 
 def _print_result(result: CallToolResult, as_json: bool, root: Path | None = None) -> int:
-    texts = []
+    from mcp_types import AudioContent, ImageContent, ResourceLink, TextContent
+
+    texts: list[str] = []
     for item in result.content:
-        kind = getattr(item, "type", "")
-        if kind == "text":
-            texts.append(item.text)  # type: ignore[union-attr]
-        elif kind in ("image", "audio"):
-            texts.append(f"[{kind} {item.mime_type}, {len(item.data)} base64 chars]")  # type: ignore[union-attr]
-        elif kind == "resource_link":
-            texts.append(f"[resource {item.uri}]")  # type: ignore[union-attr]
-        elif kind == "resource":
-            inner = item.resource  # type: ignore[union-attr]
+        if isinstance(item, TextContent):
+            texts.append(item.text)
+        elif isinstance(item, ImageContent | AudioContent):
+            texts.append(f"[{item.type} {item.mime_type}, {len(item.data)} base64 chars]")
+        elif isinstance(item, ResourceLink):
+            texts.append(f"[resource {item.uri}]")
+        else:  # an EmbeddedResource
+            inner = item.resource
             texts.append(getattr(inner, "text", None) or f"[resource {inner.uri}]")
     text = "\n".join(texts)
     code = EXIT_OK
@@ -124,7 +125,9 @@ def _print_result(result: CallToolResult, as_json: bool, root: Path | None = Non
     elif failure is not None:
         where, hint = failure["where"], failure["hint"]
         place = root / where.rpartition(":")[0] if root is not None and where else None
-        if place is not None and place.is_file():  # a line of the skill's own code: name the file in full
+        if (
+            root is not None and place is not None and place.is_file()
+        ):  # a line of the skill's own code: name the file in full
             where = f"at {root / where}"
             hint = "run again with --log-level DEBUG for the full traceback"
         error(f"{failure['message']}" + (f" ({where})" if where else ""), hint)

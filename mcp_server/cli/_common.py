@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, cast
 
 if TYPE_CHECKING:
     from skills import Home, LoadProblem
@@ -56,12 +56,15 @@ def error(message: str, hint: str = "") -> None:
     print(f"{PROG}: error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
 
 
-def sole_exception(group: BaseExceptionGroup) -> BaseException:
+def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one failure inside (nested) task groups, to report it as if no group were there."""
-    found: BaseException = group
-    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
-        found = found.exceptions[0]
-    return found
+    inner = group.exceptions
+    if len(inner) != 1:
+        return group
+    only = inner[0]
+    if isinstance(only, BaseExceptionGroup):
+        return sole_exception(cast("BaseExceptionGroup[BaseException]", only))
+    return only
 
 
 def print_json(data: Any) -> None:

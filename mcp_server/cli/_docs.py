@@ -59,7 +59,7 @@ def anchors(text: str) -> list[str]:
 
 def _headings(text: str) -> list[tuple[int, str, int]]:
     """(level, title, line index) of each heading outside fenced code."""
-    found = []
+    found: list[tuple[int, str, int]] = []
     fenced = False
     for index, line in enumerate(text.splitlines()):
         if line.startswith("```"):
@@ -91,7 +91,8 @@ def _cmd_docs(args: argparse.Namespace) -> int:
         print((root / "index.md").read_text(encoding="utf-8"), end="")
         print(f"\nPages: {', '.join(pages)} (in {root})")
         return EXIT_OK
-    name, _, anchor = args.page.partition("#")
+    page: str = args.page
+    name, _, anchor = page.partition("#")
     name = name.removeprefix("docs/").removesuffix(".md")
     if name not in pages:
         close = difflib.get_close_matches(name, pages, n=1)

@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from ._allow import add_allow_dir, allowed_dirs
 from ._common import EXIT_OK, PROG, Parents, home, print_json
@@ -179,7 +179,7 @@ def _servers(path: Any) -> dict[str, Any]:
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        count = len(data.get("mcpServers") or {}) if isinstance(data, dict) else 0
+        count = len(cast("dict[str, Any]", data).get("mcpServers") or {}) if isinstance(data, dict) else 0
     except (OSError, ValueError):
         count = 0
     return {"file": str(path), "count": count}

@@ -228,7 +228,7 @@ def _list_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
 
     service = service_of(orchestrator)
     catalog = orchestrator.catalog
-    rows = [(s, True) for s in catalog if isinstance(s, PipelineSkill)]
+    rows: list[tuple[PipelineSkill, bool]] = [(s, True) for s in catalog if isinstance(s, PipelineSkill)]
     rows += [(s, False) for s in catalog.disabled() if isinstance(s, PipelineSkill)]
     rows.sort(key=lambda row: row[0].name)
     report(down)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -53,7 +53,7 @@ class Display:
         """The run finished: show it complete (a resumed run never hears of the steps done before)."""
 
     @contextmanager
-    def paused(self) -> Iterator[None]:
+    def paused(self) -> Generator[None]:
         """Nothing drawn while inside (step-through prints and asks on the terminal)."""
         yield
 
@@ -182,7 +182,7 @@ class RichDisplay(Display):
             self._bar.update(self._overall, completed=total)
 
     @contextmanager
-    def paused(self) -> Iterator[None]:
+    def paused(self) -> Generator[None]:
         self._bar.stop()
         try:
             yield

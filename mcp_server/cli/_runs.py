@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, print_json, server
@@ -158,7 +158,7 @@ def _tasks(args: argparse.Namespace) -> list[TaskRecord]:
     orphans = {t.task_id for t in store.orphans()}
     found = store.list(args.limit)
     # A task whose server process is gone shows as interrupted (the server reports it failed when it next starts).
-    return [t.with_(status="interrupted") if t.task_id in orphans else t for t in found]  # type: ignore[arg-type]
+    return [t.with_(status="interrupted") if t.task_id in orphans else t for t in found]
 
 
 def _task_json(task: TaskRecord) -> dict[str, Any]:
@@ -235,6 +235,13 @@ def _list(args: argparse.Namespace) -> int:
 
 
 # -- show --------------------------------------------------------------------------------------
+@runtime_checkable
+class _CountsWorkers(Protocol):
+    """A run store that knows which worker ran how many items of a run (the distributed mode's)."""
+
+    def workers(self, run_id: str) -> dict[str, int]: ...
+
+
 def _show(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
@@ -242,7 +249,7 @@ def _show(args: argparse.Namespace) -> int:
     finally:
         _tell(store)
     files = _artifact_files(record)
-    workers = store.workers(record.run_id) if hasattr(store, "workers") else {}  # the distributed mode
+    workers = store.workers(record.run_id) if isinstance(store, _CountsWorkers) else {}  # the distributed mode
     if args.json:
         print_json(_record_json(record) | {"artifact_files": files} | ({"workers": workers} if workers else {}))
         return EXIT_OK

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 _N = TypeVar("_N", int, float)
 _LIMITS = SessionLimits()
-_HTTP_ONLY = {
+_HTTP_ONLY: dict[str, Any] = {
     "--stateless": False,
     "--auth-token": None,
     "--allowed-host": [],

@@ -62,7 +62,7 @@ def _list(args: argparse.Namespace) -> int:
                     tg.start_soon(probe, config)
 
     anyio.run(main)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for config in configs:
         report = reports.get(config.name)
         if report is None:
@@ -112,9 +112,11 @@ def _test(args: argparse.Namespace) -> int:
         print(f"{config.name}: {state} ({report.get('target')}, {report.get('seconds', 0):.2f}s)")
         if report.get("error"):
             print(f"  error: {report['error']}")
-        for tool in report.get("tools") or []:
+        tools: list[dict[str, Any]] = report.get("tools") or []
+        for tool in tools:
             first_line = (tool.get("description") or "").strip().splitlines()[:1]
             print(f"  {tool['name']:<40} {first_line[0][:70] if first_line else ''}")
-        for name in report.get("excluded") or []:
+        excluded: list[str] = report.get("excluded") or []
+        for name in excluded:
             print(f"  (excluded) {name}")
     return EXIT_OK if report.get("ok") else EXIT_FAILED

@@ -160,7 +160,7 @@ def _show_now(args: argparse.Namespace, orchestrator: OrchestratorServer, down: 
         not_found(orchestrator, args.name)
     from skills.isolation import confinement_of, probe
 
-    info = _summary(skill, enabled) | {
+    info: dict[str, Any] = _summary(skill, enabled) | {
         "confinement": confinement_of(skill, probe(orchestrator.access.settings)),
         "annotations": skill.annotations,
         "timeout": getattr(skill, "timeout", None),
@@ -222,7 +222,7 @@ def _skills_validate(args: argparse.Namespace) -> int:
     from adapters.models import ModelService
 
     models = ModelService(home(args)).registry.known()
-    results = []
+    results: list[tuple[Path, str, list[Problem]]] = []
     for folder in folders:
         front, _, problems = check_folder(folder, strict=True, models=models)
         if front is not None and front.name in RESERVED_NAMES:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TypeVar
 
@@ -59,7 +59,7 @@ def _seconds(text: str) -> float:
 @asynccontextmanager
 async def connected(
     server: OrchestratorServer, adapters: Sequence[MCPSkillAdapter], timeout: float
-) -> AsyncIterator[dict[str, str]]:
+) -> AsyncGenerator[dict[str, str]]:
     """Keep `adapters` connected while inside; yields why each that did not connect did not.
 
     Waits (at most `timeout` seconds) until each one has connected or failed once: a server
@@ -94,7 +94,7 @@ async def connected(
 @asynccontextmanager
 async def required(
     server: OrchestratorServer, adapters: Sequence[MCPSkillAdapter], timeout: float
-) -> AsyncIterator[None]:
+) -> AsyncGenerator[None]:
     """`connected`, failing with `UpstreamUnavailableError` (the run fails, exit 1) if one did not connect."""
     async with connected(server, adapters, timeout) as failures:
         if failures:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp_types import CallToolResult, InputRequiredResult
@@ -30,6 +30,8 @@ from .._results import cancel_pending, error_result
 from ._execution import Execution
 
 if TYPE_CHECKING:
+    from skills import Skill
+
     from ._service import TaskService
 
 __all__ = ["RUN_IDS_KEY", "CallTarget", "continue_in_rounds", "identity_of"]
@@ -47,8 +49,8 @@ class CallTarget:
     """A tool as the call path needs it."""
 
     name: str
-    skill: Any
-    """The Skill (or a meta tool's stand-in) the call's context is made for."""
+    skill: Skill
+    """The Skill called (a meta tool is one too): its context is made for it."""
     output_schema: dict[str, Any] | None
     may_task: bool
     """Whether the tool may run as a task (pipelines, agents, create_skill, plan_and_run, ...)."""
@@ -155,6 +157,7 @@ async def _start(
         return error_result(
             LimitExceededError(
                 f"{service.limits.max_paused_calls} calls of this client already wait for their next input round",
+                limit=f"paused calls per client <= {service.limits.max_paused_calls}",
                 hint="answer or cancel those first (tasks: max_paused_calls in config.yaml raises it)",
             ),
             output_schema=target.output_schema,
@@ -216,7 +219,10 @@ def _decode(request_state: str | None) -> dict[str, Any]:
     if not request_state:
         return {}
     try:
-        state = json.loads(request_state)
+        state: Any = json.loads(request_state)
     except ValueError:
         return {}
-    return state if isinstance(state, dict) and state.get("v") == _STATE_VERSION else {}
+    if not isinstance(state, dict):
+        return {}
+    known = cast("dict[str, Any]", state)
+    return known if known.get("v") == _STATE_VERSION else {}

@@ -158,7 +158,7 @@ class _Methods:
         from ._calls import identity_of
 
         principal, mine, _ = identity_of(requester)
-        records = await self.service._io(lambda: self.service.store.list(500, principal=principal))
+        records = await self.service.in_thread(lambda: self.service.store.list(500, principal=principal))
         seen = _seen(ctx)
         if principal is None:  # no identity: the tasks this connection made or was given the id of
             records = [r for r in records if r.requester == mine or r.task_id in seen]

@@ -83,7 +83,8 @@ class TaskService:
             else None
         )
 
-    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking store call in a worker thread (SQLite and Postgres stores block)."""
         return await anyio.to_thread.run_sync(fn, *args)
 
     # -- start-up --------------------------------------------------------------------------------
@@ -93,15 +94,15 @@ class TaskService:
             return
         self._recovered = True
         now = time.time()
-        for record in await self._io(self.store.orphans):
+        for record in await self.in_thread(self.store.orphans):
             how = f"; `orchestrator runs resume {record.run_id}` continues its run" if record.run_id else ""
             message = f"the server stopped while this task ran{how}"
             error = {"code": -32603, "message": message, "data": {"run_id": record.run_id}}
-            await self._io(
+            await self.in_thread(
                 self.store.save, record.with_(status="failed", status_message=message, error=error, updated=now)
             )
             log.info("task %s of %s: %s", record.task_id[:8], record.tool, message)
-        await self._io(self.store.purge, now)
+        await self.in_thread(self.store.purge, now)
 
     # -- creating --------------------------------------------------------------------------------
     async def create(
@@ -118,10 +119,11 @@ class TaskService:
         """Start the call as a task; its record (or a limit error when the client has too many)."""
         await self.recover()
         principal, requester, client = identity_of(context)
-        if await self._io(self.store.active, requester) >= self.limits.max_per_client:
+        if await self.in_thread(self.store.active, requester) >= self.limits.max_per_client:
             return error_result(
                 LimitExceededError(
                     f"this client already has {self.limits.max_per_client} unfinished tasks",
+                    limit=f"unfinished tasks per client <= {self.limits.max_per_client}",
                     hint="wait for them or cancel some (tasks: max_per_client in config.yaml raises it)",
                 ),
                 output_schema=target.output_schema,
@@ -143,7 +145,7 @@ class TaskService:
             arguments=arguments,
             status_message="started",
         )
-        await self._io(self.store.create, record)  # durable before the handle is returned (both specs)
+        await self.in_thread(self.store.create, record)  # durable before the handle is returned (both specs)
         from adapters.models import INBOX_KEY, InputInbox
 
         inbox = ctx.extras.get(INBOX_KEY)
@@ -171,7 +173,7 @@ class TaskService:
     async def find(self, task_id: str, context: Any) -> TaskRecord | None:
         """The task as it is now, if this requester may see it (else None: it does not exist for them)."""
         await self.recover()
-        record = self.records.get(task_id) or self.done.get(task_id) or await self._io(self.store.get, task_id)
+        record = self.records.get(task_id) or self.done.get(task_id) or await self.in_thread(self.store.get, task_id)
         if record is None:
             return None
         principal, _, _ = identity_of(context)
@@ -229,7 +231,7 @@ class TaskService:
     # -- changing --------------------------------------------------------------------------------
     async def cancel(self, task_id: str) -> TaskRecord:
         """Stop a task (its pipeline run is recorded as cancelled and can be resumed by its run id)."""
-        record = self.records.get(task_id) or await self._io(self.store.get, task_id)
+        record = self.records.get(task_id) or await self.in_thread(self.store.get, task_id)
         assert record is not None
         execution = self.tasks.get(task_id)
         if execution is not None:
@@ -242,7 +244,7 @@ class TaskService:
             if stopped is not None and stopped.terminal:
                 return stopped
         cancelled = record.with_(status="cancelled", status_message="cancelled", updated=time.time())
-        await self._io(self.store.save, cancelled)
+        await self.in_thread(self.store.save, cancelled)
         return cancelled
 
     def _changed(self, task_id: str, execution: Execution, *, force: bool = False) -> None:
@@ -294,7 +296,7 @@ class TaskService:
     async def _flush(self, task_id: str) -> None:
         try:
             while (record := self._dirty.pop(task_id, None)) is not None:
-                await self._io(self.store.save, record)
+                await self.in_thread(self.store.save, record)
         finally:
             self._flushing.pop(task_id).set()
 

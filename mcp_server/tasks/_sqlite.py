@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,7 +63,7 @@ class SqliteTaskStore:
         self._ready = False
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _connect(self) -> Generator[sqlite3.Connection]:
         self.db.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.db, timeout=30)
         try:
@@ -98,8 +98,9 @@ class SqliteTaskStore:
         return None if row is None else _record(row)
 
     def list(self, limit: int = 50, *, principal: str | None = None, requester: str | None = None) -> list[TaskRecord]:
-        query, args = f"SELECT {_COLUMNS} FROM orchestrator_tasks", []
-        where = []
+        query = f"SELECT {_COLUMNS} FROM orchestrator_tasks"
+        args: list[Any] = []
+        where: list[str] = []
         if principal is not None:
             where.append("principal=?")
             args.append(principal)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -50,7 +50,7 @@ class TaskRecord:
     """The client's name (clientInfo), for people reading `orchestrator runs`."""
     era: Literal["extension", "core"] = "extension"
     """How it was created: the tasks extension (2026-07-28) or core tasks (2025-11-25)."""
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict[str, Any])
     status_message: str | None = None
     progress: tuple[float, float | None] | None = None
     run_id: str | None = None
@@ -136,7 +136,7 @@ def load_task_limits(config: Path) -> TaskLimits:
     except (OSError, UnicodeDecodeError, YAMLError) as exc:
         log.error("%s cannot be read (%s); the default task limits apply", config, exc)
         return TaskLimits()
-    section = data.get("tasks") if isinstance(data, dict) else None
+    section = cast("dict[str, Any]", data).get("tasks") if isinstance(data, dict) else None
     if section is None:
         return TaskLimits()
     try:

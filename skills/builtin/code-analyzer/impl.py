@@ -13,6 +13,7 @@ import io
 import threading
 import tokenize
 import warnings
+from typing import Any, TypedDict
 
 from skills.base import SkillContext
 from skills.errors import SkillRunError
@@ -28,6 +29,43 @@ _NOISE = {
     tokenize.ENCODING,
     tokenize.ENDMARKER,
 }
+
+
+class FunctionInfo(TypedDict):
+    """One function or method of the file, as the skill reports it."""
+
+    name: str
+    qualname: str
+    line: int
+    end_line: int
+    args: int
+    complexity: int
+    rank: str
+    is_async: bool
+    is_method: bool
+    decorators: list[str]
+    has_docstring: bool
+
+
+class ClassInfo(TypedDict):
+    """One class of the file, as the skill reports it."""
+
+    name: str
+    qualname: str
+    line: int
+    end_line: int
+    bases: list[str]
+    methods: list[str]
+    has_docstring: bool
+
+
+class ParseError(TypedDict):
+    """Why the file did not parse; line and column are None when Python gives none."""
+
+    type: str
+    message: str
+    line: int | None
+    column: int | None
 
 
 def rank(complexity: int) -> str:
@@ -89,9 +127,9 @@ def _name(node: ast.expr) -> str:
         return type(node).__name__
 
 
-def _collect(tree: ast.Module) -> tuple[list[dict], list[dict], list[str]]:
-    functions: list[dict] = []
-    classes: list[dict] = []
+def _collect(tree: ast.Module) -> tuple[list[FunctionInfo], list[ClassInfo], list[str]]:
+    functions: list[FunctionInfo] = []
+    classes: list[ClassInfo] = []
     imports: set[str] = set()
 
     def walk(node: ast.AST, prefix: str, in_class: bool) -> None:
@@ -187,7 +225,7 @@ def _read_source(path: str, ctx: SkillContext | None) -> tuple[str, str]:
         ) from None
 
 
-def _parse(source: str, filename: str) -> tuple[ast.Module | None, dict | None, list[str]]:
+def _parse(source: str, filename: str) -> tuple[ast.Module | None, ParseError | None, list[str]]:
     # Invalid escape sequences and the like are warnings at parse time; record them instead
     # of letting a strict warnings filter turn them into a SyntaxError.
     with _WARNINGS_LOCK, warnings.catch_warnings(record=True) as caught:
@@ -195,7 +233,7 @@ def _parse(source: str, filename: str) -> tuple[ast.Module | None, dict | None, 
         try:
             tree = ast.parse(source, filename=filename, type_comments=False)
         except SyntaxError as exc:
-            error = {
+            error: ParseError = {
                 "type": type(exc).__name__,
                 "message": exc.msg,
                 "line": exc.lineno,
@@ -217,7 +255,7 @@ def analyze(
     source: str | None = None,
     complexity_threshold: int = 10,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     if (path is None) == (source is None):
         raise SkillRunError(
             "give exactly one of `path` or `source`",

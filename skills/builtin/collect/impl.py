@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from skills._regex import HINT as PATTERN_HINT
 from skills._regex import PatternError, compile_pattern
@@ -23,11 +23,13 @@ def get_field(item: Any, field: str) -> Any:
     value = item
     for part in field.split("."):
         if isinstance(value, Mapping) and part in value:
-            value = value[part]
+            value = cast("Mapping[str, Any]", value)[part]
         elif (
-            isinstance(value, list) and re.fullmatch(r"-?\d+", part) and -len(value) <= int(part) < len(value)
+            isinstance(value, list)
+            and re.fullmatch(r"-?\d+", part)
+            and -len(seq := cast("list[Any]", value)) <= int(part) < len(seq)
         ):
-            value = value[int(part)]
+            value = seq[int(part)]
         else:
             return _MISSING
     return value
@@ -96,7 +98,7 @@ def collect(
     descending: bool = False,
     limit: int | None = None,
     fields: list[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     conditions = list(where or [])
     _check_where(conditions)
     rows: list[Any] = []
@@ -105,9 +107,10 @@ def collect(
             children = get_field(item, unnest)
             if not isinstance(children, list):
                 continue
-            for child in children:
+            for child in cast("list[Any]", children):
                 if keep and isinstance(child, Mapping) and isinstance(item, Mapping):
-                    child = {**{k: item[k] for k in keep if k in item and k not in child}, **child}
+                    parent, record = cast("Mapping[str, Any]", item), cast("Mapping[str, Any]", child)
+                    child = {**{k: parent[k] for k in keep if k in parent and k not in record}, **record}
                 rows.append(child)
     else:
         rows = list(items)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 from skills.base import SkillContext
 from skills.errors import SkillRunError
@@ -55,7 +56,7 @@ def diff_files(
     encoding: str = "utf-8",
     max_lines: int = 5000,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     old, old_name = _side("old", old_path, old_text, old_label, encoding, ctx)
     new, new_name = _side("new", new_path, new_text, new_label, encoding, ctx)
     old_lines = old.splitlines(keepends=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from skills.base import SkillContext
 from skills.errors import SkillRunError
@@ -27,7 +28,7 @@ def flaky_check(
     key: str = "default",
     fail_with_error: bool = False,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     if attempt is None:
         attempt = _next_attempt(ctx or SkillContext(skill="flaky-check"), key)
     ok = attempt >= succeed_at

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from skills.base import SkillContext
 from skills.errors import SkillRunError
@@ -97,16 +97,17 @@ def _step(value: Any, kind: str, arg: Any) -> list[Any]:
         return []
     if kind == "index":
         if isinstance(value, list):
-            return [value[arg]] if -len(value) <= arg < len(value) else []
+            items = cast("list[Any]", value)
+            return [items[arg]] if -len(items) <= arg < len(items) else []
         if isinstance(value, dict) and str(arg) in value:
             return [value[str(arg)]]
         return []
     if kind == "wild":
         if isinstance(value, dict):
-            return list(value.values())
-        return list(value) if isinstance(value, list) else []
+            return list(cast("dict[str, Any]", value).values())
+        return list(cast("list[Any]", value)) if isinstance(value, list) else []
     if isinstance(value, list):  # slice
-        return value[arg[0] : arg[1]]
+        return cast("list[Any]", value)[arg[0] : arg[1]]
     return []
 
 
@@ -138,7 +139,7 @@ def _load(data: Any, path: str | None, ctx: SkillContext | None) -> Any:
 
 def json_query(
     query: str, data: Any = None, path: str | None = None, default: Any = None, ctx: SkillContext | None = None
-) -> dict:
+) -> dict[str, Any]:
     document = _load(data, path, ctx)
     tokens = parse_query(query)
     values = [document]

@@ -107,7 +107,7 @@ def list_files(
     exclude: list[str] | None = None,
     max_results: int = 1000,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     _check_pattern(pattern)
     excluded = list(DEFAULT_EXCLUDE if exclude is None else exclude)
     root = allowed_path(ctx, directory, field="directory")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from pipelines._sandbox import TemplateEnvironment, check_size, to_json
 from pipelines.errors import ExpressionError
@@ -30,7 +30,10 @@ def is_scalar(value: Any) -> bool:
 
 
 def is_records(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
+    if not isinstance(value, list):
+        return False
+    items = cast("list[Any]", value)
+    return bool(items) and all(isinstance(v, Mapping) for v in items)
 
 
 def cell(value: Any, width: int = 80) -> str:
@@ -42,10 +45,11 @@ def cell(value: Any, width: int = 80) -> str:
     elif isinstance(value, float):
         text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
     elif isinstance(value, list):
-        if all(is_scalar(v) for v in value) and len(joined := ", ".join(cell(v) for v in value)) <= width:
+        items = cast("list[Any]", value)
+        if all(is_scalar(v) for v in items) and len(joined := ", ".join(cell(v) for v in items)) <= width:
             text = joined
         else:
-            text = f"{len(value)} item" + ("" if len(value) == 1 else "s")
+            text = f"{len(items)} item" + ("" if len(items) == 1 else "s")
     elif isinstance(value, Mapping):
         text = json.dumps(value, ensure_ascii=False, default=str)
     else:
@@ -56,7 +60,7 @@ def cell(value: Any, width: int = 80) -> str:
 
 def table(rows: list[Any], columns: list[str] | None = None, max_rows: int = _MAX_ROWS) -> str:
     """A list of records as a Markdown table (the scalar-ish fields, in first-seen order)."""
-    records = [r for r in rows if isinstance(r, Mapping)]
+    records: list[Mapping[str, Any]] = [r for r in rows if isinstance(r, Mapping)]
     if not records:
         return "_(none)_"
     if columns is None:
@@ -94,21 +98,23 @@ def to_markdown(value: Any, level: int = 2) -> str:
     if is_records(value):
         return table(value)
     if isinstance(value, Mapping):
+        mapping = cast("Mapping[str, Any]", value)
         scalars = [
-            f"- **{cell(k)}**: {cell(v, width=500) or '_(none)_'}" for k, v in value.items() if _inline(v)
+            f"- **{cell(k)}**: {cell(v, width=500) or '_(none)_'}" for k, v in mapping.items() if _inline(v)
         ]
         blocks = ["\n".join(scalars)] if scalars else []
-        for key, item in value.items():
+        for key, item in mapping.items():
             if not _inline(item):
                 blocks.append(f"{hashes} {cell(key)}\n\n{to_markdown(item, level + 1)}")
         return "\n\n".join(blocks) if blocks else "_(empty)_"
     if isinstance(value, list):
-        if not value:
+        items = cast("list[Any]", value)
+        if not items:
             return "_(none)_"
-        if all(is_scalar(v) for v in value):
-            return "\n".join(f"- {cell(v, width=500)}" for v in value)
+        if all(is_scalar(v) for v in items):
+            return "\n".join(f"- {cell(v, width=500)}" for v in items)
         return "\n\n".join(
-            f"{hashes} Item {i}\n\n{to_markdown(v, level + 1)}" for i, v in enumerate(value, 1)
+            f"{hashes} Item {i}\n\n{to_markdown(v, level + 1)}" for i, v in enumerate(items, 1)
         )
     return cell(str(value))
 
@@ -116,7 +122,7 @@ def to_markdown(value: Any, level: int = 2) -> str:
 def _inline(value: Any) -> bool:
     if isinstance(value, str):
         return "\n" not in value.strip()  # multi-line text gets a section of its own, verbatim
-    return is_scalar(value) or (isinstance(value, list) and all(is_scalar(v) for v in value))
+    return is_scalar(value) or (isinstance(value, list) and all(is_scalar(v) for v in cast("list[Any]", value)))
 
 
 def _sized(render: Any) -> Any:
@@ -129,6 +135,14 @@ def _sized(render: Any) -> Any:
     return bounded
 
 
+def _json(value: Any, indent: int = 2) -> str:
+    return to_json(value, indent)
+
+
+def _pairs(value: Any) -> list[tuple[Any, Any]]:
+    return list(cast("Mapping[Any, Any]", value).items()) if isinstance(value, Mapping) else []
+
+
 @functools.cache
 def _environment() -> TemplateEnvironment:
     """The pipeline expression sandbox, with its limits (2 s, 10 MB of text), and the report's filters."""
@@ -137,8 +151,8 @@ def _environment() -> TemplateEnvironment:
             "markdown": _sized(to_markdown),
             "table": _sized(table),
             "cell": cell,
-            "json": lambda v, indent=2: to_json(v, indent),
-            "pairs": lambda m: list(m.items()) if isinstance(m, Mapping) else [],
+            "json": _json,
+            "pairs": _pairs,
         },
         {"scalar": is_scalar, "records": is_records},
     )
@@ -169,7 +183,7 @@ def markdown_report(
     filename: str = "report.md",
     max_chars: int = 20000,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     context = ctx or SkillContext(skill="markdown-report")
     source = template if template is not None else DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     scope = {

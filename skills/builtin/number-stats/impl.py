@@ -6,7 +6,7 @@ import math
 import re
 import statistics
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from skills.errors import SkillRunError
 
@@ -15,11 +15,13 @@ def _field(item: Any, field: str) -> Any:
     value = item
     for part in field.split("."):
         if isinstance(value, Mapping) and part in value:
-            value = value[part]
+            value = cast("Mapping[str, Any]", value)[part]
         elif (
-            isinstance(value, list) and re.fullmatch(r"-?\d+", part) and -len(value) <= int(part) < len(value)
+            isinstance(value, list)
+            and re.fullmatch(r"-?\d+", part)
+            and -len(seq := cast("list[Any]", value)) <= int(part) < len(seq)
         ):
-            value = value[int(part)]
+            value = seq[int(part)]
         else:
             return None
     return value
@@ -55,7 +57,7 @@ def _clean(value: float) -> float | int:
     return round(value, 6)
 
 
-def number_stats(values: list[Any], field: str | None = None, percentiles: list[float] | None = None) -> dict:
+def number_stats(values: list[Any], field: str | None = None, percentiles: list[float] | None = None) -> dict[str, Any]:
     wanted = list(percentiles or [])
     for p in wanted:
         if not 0 <= p <= 100:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 from pathlib import Path
+from typing import Any
 
 from skills.base import SkillContext
 from skills.errors import SkillRunError
@@ -30,7 +31,7 @@ def read_file(
     end_line: int | None = None,
     max_bytes: int = 1_000_000,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     file = _open_checked(path, ctx)
     try:
         decoder = codecs.getincrementaldecoder(encoding)(errors)

@@ -70,7 +70,7 @@ def _summarise(xml_file: Path, max_failures: int) -> dict[str, Any] | None:
                             "message": message[:500],
                             "details": text[-_DETAILS:],
                             "file": case.get("file"),
-                            "line": int(case.get("line")) + 1 if (case.get("line") or "").isdigit() else None,
+                            "line": int(line) + 1 if (line := case.get("line") or "").isdigit() else None,
                         }
                     )
                 break
@@ -127,7 +127,7 @@ async def run_tests(
     timeout: float = 300,
     max_failures: int = 20,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     target = allowed_path(ctx, path)
     if not target.exists():
         raise SkillRunError(
@@ -160,7 +160,7 @@ async def run_tests(
             workdir=report,
             cwd=workdir,
             read_only=(workdir, target, *installs),
-            network=bool((ctx.limits if ctx is not None else {}).get("network", False)),
+            network=ctx is not None and bool(ctx.limits.get("network", False)),
             nproc=_NPROC,
             tmp_mb=_TMP_MB,
         )

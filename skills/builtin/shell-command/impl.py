@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream
@@ -57,7 +58,7 @@ async def shell_command(
     max_output_bytes: int = 100_000,
     memory_mb: int = 1024,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     context = ctx or SkillContext(skill="shell-command")
     workdir = _workdir(context.artifacts(), cwd)
     isolation = await anyio.to_thread.run_sync(isolation_of, context.extras)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 from skills.base import SkillContext
 from skills.errors import SkillRunError
@@ -61,7 +62,7 @@ def text_stats(
     min_word_length: int = 1,
     words_per_minute: int = 200,
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     body, source = _load(text, path, encoding, ctx)
     words = _WORD.findall(body)
     lowered = [w.lower() for w in words]

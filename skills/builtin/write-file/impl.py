@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from skills.base import SkillContext
 from skills.errors import SkillRunError
@@ -43,7 +44,7 @@ def write_file(
     append: bool = False,
     encoding: str = "utf-8",
     ctx: SkillContext | None = None,
-) -> dict:
+) -> dict[str, Any]:
     context = ctx or SkillContext(skill="write-file")
     base = context.artifacts().resolve()
     target = safe_target(base, path)
