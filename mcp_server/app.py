@@ -594,18 +594,19 @@ class OrchestratorServer(MCPServer):
         return await self.catalog.refresh()
 
     @asynccontextmanager
-    async def running(self) -> AsyncGenerator[None]:
+    async def running(self, *, overviews: bool = True) -> AsyncGenerator[None]:
         """The server's background work while inside: live reload and the upstream MCP servers.
 
         Upstreams connect in the background and never delay a client's initialize; their tools
         appear (with tools/list_changed) when they are ready. Leaving stops everything and leaves
-        no child process behind.
+        no child process behind. `overviews`: write the pipelines' missing help overviews (not in
+        a worker, which publishes no tools: it would spend API tokens on help nobody reads).
         """
         async with anyio.create_task_group() as tg, self.watching():
             shared = self.pipelines.shared if self.pipelines is not None else None
             if shared is not None:  # pipelines registered through another replica appear here too
                 tg.start_soon(shared.listen, self._shared_changed)
-            if self.pipelines is not None:  # overviews of the pipelines' help, with the API only
+            if self.pipelines is not None and overviews:  # overviews of the pipelines' help, with the API only
                 tg.start_soon(self.help_writer.run)
             servers = self.servers
             if servers is not None:

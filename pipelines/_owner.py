@@ -7,8 +7,12 @@ start time (so a recycled pid is not mistaken for it). While it runs, the owner 
 heartbeat every `BEAT` seconds.
 
 On the owner's own machine the check is exact (the process is there with the same start
-time, or it is not); for an owner on another machine (a shared state database, as a later
-multi-machine mode will have) a heartbeat older than `LEASE` seconds means it is gone.
+time, or it is not); for an owner on another machine (a shared state database: the distributed
+mode, or a home on a network file system) a heartbeat older than `LEASE` seconds means it is gone.
+
+`$ORCHESTRATOR_LEASE` sets the lease (seconds, default 30; every process on one state must use
+the same value) and `$ORCHESTRATOR_HOST_ID` the host name an owner is recorded with (containers
+on one machine can share a host name and pid numbers: give each its own id).
 """
 
 from __future__ import annotations
@@ -27,10 +31,28 @@ __all__ = ["BEAT", "LEASE", "Heartbeat", "Owner", "owner_alive"]
 
 log = logging.getLogger("pipelines.runs")
 
-BEAT = 30.0
+
+def _lease() -> float:
+    raw = os.environ.get("ORCHESTRATOR_LEASE", "")
+    try:
+        value = float(raw) if raw else 30.0
+    except ValueError:
+        value = 0.0
+    if not 1.0 <= value <= 86_400.0:
+        log.warning("ORCHESTRATOR_LEASE=%r is not a number of seconds from 1 to 86400; 30 applies", raw[:40])
+        return 30.0
+    return value
+
+
+LEASE = _lease()
+"""A heartbeat older than this (seconds) means a remote owner is gone. 30 s by default: as long as
+the queue's redelivery timeout, so a run whose worker died on another machine is resumed as soon
+as its task comes back, not minutes later. Safe because the heartbeat is a thread of its own
+(a busy event loop or a long step does not delay it) that beats four times per lease: an owner
+is taken for dead only after three missed beats in a row (its machine stopped, or the database
+was out of reach for that long)."""
+BEAT = LEASE / 4
 """Seconds between heartbeats of a running run."""
-LEASE = 120.0
-"""A heartbeat older than this (seconds) means a remote owner is gone."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +68,8 @@ class Owner:
     @staticmethod
     @functools.cache
     def current() -> Owner:
-        return Owner(socket.gethostname(), _boot_id(), os.getpid(), _process_start(os.getpid()))
+        host = os.environ.get("ORCHESTRATOR_HOST_ID", "").strip()[:200] or socket.gethostname()
+        return Owner(host, _boot_id(), os.getpid(), _process_start(os.getpid()))
 
 
 def _boot_id() -> str:

@@ -21,12 +21,16 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, LiteralString, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from .runs import RUN_OWNER_COLUMNS, RUNS_SCHEMA
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import DictRow
 
 __all__ = ["Connection", "Postgres", "is_postgres", "postgres", "redact"]
 
@@ -63,6 +67,15 @@ _MIGRATIONS: tuple[str, ...] = (
         worker TEXT NOT NULL,
         finished DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (run_id, step_id, idx)
+    )""",
+    # What the agents of a run spent, summed over every worker that ran its steps and items.
+    """CREATE TABLE IF NOT EXISTS orchestrator_agent_spend (
+        run_id TEXT PRIMARY KEY,
+        input_tokens BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        cost_usd DOUBLE PRECISION NOT NULL,
+        calls BIGINT NOT NULL,
+        since DOUBLE PRECISION NOT NULL
     )""",
     """CREATE TABLE IF NOT EXISTS orchestrator_pipelines (
         id TEXT PRIMARY KEY,
@@ -130,7 +143,7 @@ class Postgres:
             return self._pool
 
     @contextmanager
-    def connect(self) -> Iterator[Connection]:
+    def connect(self) -> Generator[Connection]:
         """One transaction (committed when the block ends without an error)."""
         with self._open().connection() as conn:
             yield Connection(conn)
@@ -147,13 +160,14 @@ class Postgres:
         """Run idempotent DDL under the migrations' lock (two processes creating one table at once
         would collide in PostgreSQL's catalogue); `langgraph`: also LangGraph's checkpoint tables."""
         import psycopg
-        from psycopg.rows import dict_row
+        from psycopg.rows import DictRow, dict_row
 
-        with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as conn:
+        # rows as dicts: LangGraph's `setup` reads its own rows by column name
+        with psycopg.Connection[DictRow].connect(self.url, autocommit=True, row_factory=dict_row) as conn:
             _lock_migrations(conn)
             try:
                 for statement in statements:
-                    conn.execute(statement)  # type: ignore[arg-type]  # our own constant DDL
+                    conn.execute(cast("LiteralString", statement))  # our own constant DDL
                 if langgraph:
                     from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -170,6 +184,30 @@ class Postgres:
         with self.connect() as conn:
             conn.execute("SELECT pg_notify(?, ?)", (channel, payload))
 
+    async def listen(self, channel: str, heard: Callable[[str | None], Awaitable[None]]) -> None:
+        """Call `heard(payload)` for every notification on `channel` (until cancelled).
+
+        `heard(None)` comes first on every (re)connection: whatever was notified while nobody
+        listened must be looked up again. A lost connection is opened again after a pause.
+        """
+        import anyio
+        import psycopg
+        from psycopg import sql
+
+        pause = 1.0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    pause = 1.0
+                    await heard(None)
+                    async for note in conn.notifies():
+                        await heard(note.payload)
+            except psycopg.Error as exc:
+                log.warning("lost the state database %s (%s); listening again in %gs", self.shown, exc, pause)
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 30.0)
+
     def close(self) -> None:
         with self._lock:
             if self._pool is not None:
@@ -177,12 +215,12 @@ class Postgres:
                 self._pool = None
 
 
-def _lock_migrations(conn: Any) -> None:
+def _lock_migrations(conn: psycopg.Connection[DictRow]) -> None:
     """Take the migrations' advisory lock, polling: a session blocked inside `pg_advisory_lock`
     is a transaction that LangGraph's `CREATE INDEX CONCURRENTLY` (run by the holder) waits for,
     a deadlock PostgreSQL breaks by failing one process's start."""
     deadline = time.monotonic() + MIGRATION_WAIT
-    while not conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_LOCK_KEY,)).fetchone()["got"]:
+    while not (conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_LOCK_KEY,)).fetchone() or {}).get("got"):
         if time.monotonic() > deadline:
             raise TimeoutError(f"another process has been migrating the state database for {MIGRATION_WAIT:g}s")
         time.sleep(0.1)  # another process migrates (a second or so); no event to wait on across processes

@@ -16,11 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from skills.core.budget import RunBudget
+from skills.core.models import Usage
+
 from ._owner import Owner
 from ._pg import Connection, Postgres
-from .runs import _COLUMNS, RunStore
+from .runs import RUN_COLUMNS, RunStore
 
-__all__ = ["PgRunStore"]
+__all__ = ["PgRunStore", "SharedUsage"]
 
 T = TypeVar("T")
 
@@ -58,8 +61,9 @@ class PgRunStore(RunStore):
         now = time.time()
         self._do(
             lambda conn: conn.execute(
-                f"INSERT INTO orchestrator_runs ({_COLUMNS}, source) VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL,"
-                " ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
+                f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source)"
+                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
                 " result=NULL, error=NULL, failed_step=NULL, owner_host=EXCLUDED.owner_host,"
                 " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
                 " owner_started=EXCLUDED.owner_started, heartbeat=EXCLUDED.heartbeat,"
@@ -136,8 +140,64 @@ class PgRunStore(RunStore):
             if counts:
                 conn.execute("UPDATE orchestrator_runs SET workers=? WHERE run_id=?", (json.dumps(counts), run_id))
             conn.execute("DELETE FROM orchestrator_items WHERE run_id=?", (run_id,))
+            conn.execute("DELETE FROM orchestrator_agent_spend WHERE run_id=?", (run_id,))
 
         self._do(forget)
+
+    # -- the agents' spending, run-wide ---------------------------------------------------------------
+    def spend(self, run_id: str, usage: Usage) -> tuple[Usage, float]:
+        """Add what an agent spent to the run's total; the total (every worker's agents together)
+        and when the run's agents began spending (see `restart_spending`)."""
+
+        def add(conn: Connection) -> tuple[Usage, float]:
+            row = conn.execute(
+                "INSERT INTO orchestrator_agent_spend (run_id, input_tokens, output_tokens, cost_usd, calls, since)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
+                " input_tokens = orchestrator_agent_spend.input_tokens + EXCLUDED.input_tokens,"
+                " output_tokens = orchestrator_agent_spend.output_tokens + EXCLUDED.output_tokens,"
+                " cost_usd = orchestrator_agent_spend.cost_usd + EXCLUDED.cost_usd,"
+                " calls = orchestrator_agent_spend.calls + EXCLUDED.calls"
+                " RETURNING input_tokens, output_tokens, cost_usd, calls, since",
+                (run_id, usage.input_tokens, usage.output_tokens, usage.cost_usd, usage.calls, time.time()),
+            ).fetchone()
+            return Usage(int(row[0]), int(row[1]), float(row[2]), int(row[3])), float(row[4])
+
+        return self._do(add)
+
+    def spent(self, run_id: str) -> tuple[Usage, float]:
+        """What the run's agents spent so far, and since when (a read: no row lock per loop item)."""
+        row = self._do(
+            lambda conn: conn.execute(
+                "SELECT input_tokens, output_tokens, cost_usd, calls, since FROM orchestrator_agent_spend"
+                " WHERE run_id=?",
+                (run_id,),
+            ).fetchone()
+        )
+        if row is None:
+            return Usage(), time.time()
+        return Usage(int(row[0]), int(row[1]), float(row[2]), int(row[3])), float(row[4])
+
+    def restart_spending(self, run_id: str) -> None:
+        """A worker (re)takes the run: its agents start from nothing, as a resumed run's do, and
+        their time limit from now."""
+        self._do(
+            lambda conn: conn.execute(
+                "INSERT INTO orchestrator_agent_spend (run_id, input_tokens, output_tokens, cost_usd, calls, since)"
+                " VALUES (?, 0, 0, 0, 0, ?) ON CONFLICT (run_id) DO UPDATE SET input_tokens=0, output_tokens=0,"
+                " cost_usd=0, calls=0, since=EXCLUDED.since",
+                (run_id, time.time()),
+            )
+        )
+
+    def agent_budget(self, run_id: str, limits: Any) -> RunBudget:
+        """The run's agent limits counted run-wide: what every worker's agents of this run spent,
+        and a time limit from when its agents began (not from this worker's part of it)."""
+        budget = RunBudget.of(limits)
+        spent = SharedUsage(self, run_id)
+        budget.spent = spent
+        if budget.max_time is not None:
+            budget.deadline = time.monotonic() + (spent.since + budget.max_time - time.time())
+        return budget
 
     # -- pruning (`RunStore.prune` on the shared tables) --------------------------------------------
     def _checkpointed(self, conn: Any) -> set[str]:
@@ -149,6 +209,7 @@ class PgRunStore(RunStore):
         for table in _CHECKPOINT_TABLES:
             conn.execute(f"DELETE FROM {table} WHERE thread_id = ANY(?)", (threads,))
         conn.execute("DELETE FROM orchestrator_items WHERE run_id = ANY(?)", (threads + runs,))
+        conn.execute("DELETE FROM orchestrator_agent_spend WHERE run_id = ANY(?)", (runs,))
         conn.execute("DELETE FROM orchestrator_runs WHERE run_id = ANY(?)", (runs,))
 
     def _bytes(self) -> int:
@@ -171,3 +232,24 @@ def _size(conn: Connection) -> int:
         "SELECT COALESCE(sum(pg_total_relation_size(t::regclass)), 0) FROM unnest(?::text[]) AS t", (list(tables),)
     ).fetchone()
     return int(row[0])
+
+
+class SharedUsage(Usage):
+    """A run's agent spending as every worker sees it: each charge adds to the run's row in the
+    shared state and takes back the run-wide total (one short statement per model call), so the
+    limits see what the agents on other workers spent up to this worker's last charge."""
+
+    def __init__(self, store: PgRunStore, run_id: str) -> None:
+        super().__init__()
+        self._store, self._run_id = store, run_id
+        total, self.since = store.spent(run_id)  # what was spent before this part began
+        self._take(total)
+
+    def add(self, other: Usage) -> Usage:
+        self.estimated = self.estimated or other.estimated
+        self._take(self._store.spend(self._run_id, other)[0])
+        return self
+
+    def _take(self, total: Usage) -> None:
+        self.input_tokens, self.output_tokens = total.input_tokens, total.output_tokens
+        self.cost_usd, self.calls = total.cost_usd, total.calls

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal, TypedDict
 
@@ -94,7 +94,7 @@ def raise_outcome(outcome: Outcome, *, item: bool = False) -> None:
     if item:  # inside the run that waits for the item: the step failed (or hit a limit)
         if error.get("limit"):
             raise RunLimitExceeded(message, limit=error["limit"], hint=hint, step_id=error.get("step") or "")
-        raise StepFailed(message, hint=hint, step_id=error.get("step"))
+        raise StepFailed(message, hint=hint, step_id=error.get("step") or "")
     if error.get("limit"):
         raise RunLimitError(message, limit=error["limit"], hint=hint, where=where)
     kind = SkillCancelledError if error.get("type") == "cancelled" else SkillRunError
@@ -178,8 +178,9 @@ class Queue:
             async for event in execution.subscribe():
                 if event["type"] == "progress" and event.get("current") is not None:
                     total = event.get("total")
-                    await progress(float(event["current"]), float(total) if total else None, event.get("message"))
-                elif event["type"] == "state" and event["state"] in (
+                    current = float(event["current"] or 0)
+                    await progress(current, float(total) if total else None, event.get("message"))
+                elif event["type"] == "state" and ExecutionState(event["state"]) in (  # (Docket's type says str)
                     ExecutionState.COMPLETED,
                     ExecutionState.FAILED,
                     ExecutionState.CANCELLED,
@@ -205,7 +206,7 @@ class Queue:
                 raise
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[Queue]:
+    async def session(self) -> AsyncGenerator[Queue]:
         """Closed when left (a command that runs one pipeline)."""
         try:
             yield self

@@ -11,19 +11,14 @@ clients with `tools/list_changed`.
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-
-import anyio
 
 from ._pg import NOTIFY_PIPELINES, Postgres
 from .source import PipelineSource
 
 __all__ = ["SharedPipelineSource"]
-
-log = logging.getLogger("pipelines.shared")
 
 
 class SharedPipelineSource(PipelineSource):
@@ -71,23 +66,10 @@ class SharedPipelineSource(PipelineSource):
         return self.root / f"{pipeline_id}.yaml"
 
     async def listen(self, changed: Callable[[], Awaitable[None]]) -> None:
-        """Call `changed` whenever any process registers a pipeline (until cancelled).
+        """Call `changed` whenever any process registers a pipeline (until cancelled); also on
+        every (re)connection, in case a registration happened while nobody listened."""
 
-        A lost connection is opened again after a pause; the folder is refreshed then too, in
-        case a registration happened while nobody listened.
-        """
-        import psycopg
+        async def heard(_: str | None) -> None:
+            await changed()
 
-        pause = 1.0
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(self.pg.url, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {NOTIFY_PIPELINES}")
-                    pause = 1.0
-                    await changed()
-                    async for _ in conn.notifies():
-                        await changed()
-            except psycopg.Error as exc:
-                log.warning("lost the state database %s (%s); listening again in %gs", self.pg.shown, exc, pause)
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 30.0)
+        await self.pg.listen(NOTIFY_PIPELINES, heard)

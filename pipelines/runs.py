@@ -58,6 +58,8 @@ _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
     "owner_host, owner_boot, owner_pid, owner_started, heartbeat"
 )
+RUN_COLUMNS = _COLUMNS
+"""The columns of a run's row, in order (the PostgreSQL store writes the same rows)."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import anyio
 import anyio.to_thread
 
 from skills import SkillContext, SkillsError
-from skills.core.budget import RunBudget
+from skills.core.budget import AGENT_BUDGET_KEY
 
 from ._loops import run_item
 from ._owner import Owner
@@ -124,7 +124,10 @@ class WorkerHost:
             skill = await self._skill(record)
             resume = await self.service.has_checkpoint(run_id)
             await self._io(self.store.resumed, run_id)  # running, in this process
+            await self._io(self.store.restart_spending, run_id)
             ctx = self._context(record.pipeline, run_id)
+            limits = self.service.budget(skill, ctx).limits  # the agents' limits, counted run-wide:
+            ctx.extras[AGENT_BUDGET_KEY] = await self._io(self.store.agent_budget, run_id, limits)
             ctx.progress_fn = _Progress(progress).report
             log.info("%s run %s of %s", "resuming" if resume else "starting", run_id, record.pipeline)
             result = await self.service.drive(skill, record.inputs, ctx, run_id, resume=resume)
@@ -165,14 +168,15 @@ class WorkerHost:
                 raise PipelineError(f"pipeline {record.pipeline} has no step '{step_id}'")
             ctx = self._context(record.pipeline, run_id)
             ctx.extras[ITEM_KEY] = True
+            budget = self.service.budget(skill, ctx)
             run = RunContext(
                 catalog=self.service.catalog,
                 spec=skill.spec,
                 run_id=run_id,
                 skill_ctx=ctx,
                 artifact_dir=self.service.artifact_dir(record.pipeline, run_id),
-                budget=(budget := self.service.budget(skill, ctx)),
-                agents=RunBudget.of(budget.limits),  # the run's agent limits, counted per item here
+                budget=budget,
+                agents=await self._io(self.store.agent_budget, run_id, budget.limits),  # counted run-wide
             )
             update = await run_item(run, step, compiled.bodies.get(step_id), compiled.state_vars, payload)
         except Exception as exc:  # why: the run that waits reports the failure as the step's

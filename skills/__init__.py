@@ -1,5 +1,9 @@
 """The skills core: the Skill protocol, the Catalog, folder skills and their executors."""
 
+import sys
+
+from .core import base as _base
+from .core import errors as _errors
 from .core.base import Skill, SkillContext, SkillKind, SkillSource
 from .core.catalog import RESERVED_NAMES, TOOL_NAME, Catalog, LoadProblem, Override, SkillProvider
 from .core.contract import FrontMatter, SkillContract
@@ -69,3 +73,9 @@ __all__ = [
 # The executors of folder skills, made known to the core (`skills.core.runner`): every way into
 # the package passes here, so a folder skill can always run.
 register_runners()
+
+# Python skills written before skills/ had its parts import these two modules by their old paths
+# (the writing-skills reference taught `from skills.base import SkillContext`); they keep working.
+# New code imports the names from `skills` itself.
+sys.modules.setdefault(f"{__name__}.base", _base)
+sys.modules.setdefault(f"{__name__}.errors", _errors)

@@ -260,14 +260,14 @@ class Workers:
         self.root, self.skills, self.state, self.queue = root, skills, state, queue
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, env: dict[str, str] | None = None) -> None:
         log = open(self.root / f"{name}.log", "wb")  # the child has its own copy: closed below
         self.procs[name] = subprocess.Popen(
             [
                 *(str(ORCHESTRATOR), "worker", "--state", self.state, "--queue", self.queue, "--name", name),
                 *("--skills", str(self.skills), "--concurrency", "8", "--redelivery-timeout", str(REDELIVERY)),
             ],
-            env=_env(self.root / name),
+            env=_env(self.root / name) | (env or {}),
             stdout=subprocess.DEVNULL,
             stderr=log,
         )

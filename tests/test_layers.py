@@ -107,3 +107,38 @@ def test_the_graph_sees_imports_inside_functions_and_skips_type_checking_ones(tm
     (cycle,) = cycles(found)
     assert [(e.source, e.target) for e in cycle] == [("pkg.a", "pkg.sub.b"), ("pkg.sub.b", "pkg.a")]
     assert cycle[1].line == 5
+
+
+OLD_PATHS_IMPL = """
+from skills.base import SkillContext
+from skills.errors import SkillRunError
+
+
+def {name}(word: str, ctx: SkillContext | None = None) -> dict:
+    if word == "no":
+        raise SkillRunError("the word may not be 'no'", hint="say yes")
+    return {{"upper": word.upper()}}
+"""
+
+
+async def test_a_python_skill_that_imports_the_old_module_paths_still_runs(tmp_path: Path) -> None:
+    # The writing-skills reference once taught `from skills.base import SkillContext`: skills
+    # written then (by hand or by create_skill) keep working after skills/ got its parts.
+    from helpers import envelope, write_skill
+    from mcp import Client
+
+    from mcp_server import create_server
+
+    root = tmp_path / "skills"
+    contract = {
+        "inputs": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+        "run": {"python": "impl:shout"},
+    }
+    write_skill(root, "shout", contract=contract, impl=OLD_PATHS_IMPL.format(name="shout"))
+    async with Client(create_server(skill_dirs=[root])) as client:
+        done = await client.call_tool("shout", {"word": "hi"})
+        assert not done.is_error, done.content
+        assert done.structured_content == {"upper": "HI"}
+        refused = await client.call_tool("shout", {"word": "no"})
+        assert refused.is_error
+        assert envelope(refused)["message"] == "the word may not be 'no'"

@@ -19,6 +19,7 @@ from pathlib import Path
 import _scale
 import pytest
 from _scale import ORCHESTRATOR, Workers, _env, _until, two_workers
+from fixtures.anthropic_stub import AnthropicStub
 from helpers import run_cli, write_skill
 
 postgres_server, pg_url, redis_url = _scale.postgres_server, _scale.pg_url, _scale.redis_url  # real servers
@@ -96,6 +97,31 @@ def test_a_thousand_items_of_a_parallel_for_run_on_both_workers(tmp_path: Path, 
 def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_finished_items(
     tmp_path: Path, workers: Workers
 ) -> None:
+    _kill_the_driver_mid_run(tmp_path, workers)
+
+
+def test_a_worker_on_another_host_killed_mid_run_is_taken_over_once_its_lease_ends(
+    tmp_path: Path, tick: Path, pg_url: str, redis_url: str
+) -> None:
+    """Each worker says it is on a host of its own (`$ORCHESTRATOR_HOST_ID`), so the survivor cannot
+    look for the dead one's process: it takes the run over only once its heartbeat is older than
+    the lease (`$ORCHESTRATOR_LEASE`, shortened here)."""
+    group = Workers(tmp_path, tick, pg_url, redis_url)
+    try:
+        for name in ("w1", "w2"):
+            group.start(name, env={"ORCHESTRATOR_HOST_ID": f"host-of-{name}", "ORCHESTRATOR_LEASE": "5"})
+        hosts = _kill_the_driver_mid_run(tmp_path, group)
+    finally:
+        group.stop()
+    assert hosts[0] in ("host-of-w1", "host-of-w2")  # the owner was recorded with the configured host id
+    assert hosts[1] in ("host-of-w1", "host-of-w2") and hosts[1] != hosts[0]  # the other host finished it
+
+
+def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str]:
+    """Run SLOW through the queue, SIGKILL the worker that drives it after ten items, and check the
+    other one finished it without running a recorded item again; (first owner host, last)."""
+    import json
+
     import psycopg
 
     pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
@@ -108,10 +134,11 @@ def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_f
         stderr=subprocess.PIPE,
         cwd=tmp_path,
     )
+    query = "SELECT owner_pid, owner_host FROM orchestrator_runs WHERE pipeline='slow'"
     try:
         _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
         with psycopg.connect(workers.state) as conn:
-            (pid,) = conn.execute("SELECT owner_pid FROM orchestrator_runs WHERE pipeline='slow'").fetchone()  # type: ignore[misc]
+            (pid, first_host) = conn.execute(query).fetchone()  # type: ignore[misc]
         driver = next(name for name, proc in workers.procs.items() if proc.pid == pid)
         os.kill(pid, signal.SIGKILL)  # the worker that drives the run, mid-run
         workers.procs[driver].wait(30)
@@ -124,8 +151,6 @@ def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_f
             client.kill()
             client.wait()
     assert client.returncode == 0, err.decode()
-    import json
-
     result = json.loads(out)
     assert result["ticked"] == 60
     starts = Counter(line for line in _lines(log) if line.startswith("start"))
@@ -135,3 +160,40 @@ def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_f
     shown = run_cli("runs", "show", result["run_id"], "--state", workers.state, "--json", env=here, cwd=tmp_path).json()
     survivor = next(name for name in workers.procs if name != driver)
     assert shown["status"] == "succeeded" and shown["workers"].get(survivor, 0) > 0
+    with psycopg.connect(workers.state) as conn:
+        (_, last_host) = conn.execute(query).fetchone()  # type: ignore[misc]
+    return str(first_host), str(last_host)
+
+
+SHARED_BUDGET = """
+id: shared-budget
+limits: {max_agent_tokens: 100}
+steps:
+  - id: work
+    for: {items: [a, b, c, d], variable: name, parallel: true, max_parallel: 1}
+    agent: {skills: [number-stats], max_tokens: 10000, max_iterations: 10}
+    parameters: {task: "Measure {{ name }}"}
+outputs:
+  statuses: "{{ work | map(attribute='status') | list }}"
+  summaries: "{{ work | map(attribute='summary') | list }}"
+"""
+
+
+def test_the_agent_limits_of_a_run_count_every_workers_items_together(
+    tmp_path: Path, tick: Path, pg_url: str, redis_url: str, stub: AnthropicStub
+) -> None:
+    """Four loop items, each an agent of one 60-token turn, on two workers (which use the API:
+    they have no client) under a run limit of 100 tokens: the first two spend 120 together, so
+    the last two start over the run's budget wherever they run (counted per item, all four would
+    succeed)."""
+    for _ in range(2):
+        stub.reply("measured", input_tokens=50, output_tokens=10)
+    pipeline = tmp_path / "shared-budget.yaml"
+    pipeline.write_text(SHARED_BUDGET)
+    with two_workers(tmp_path, tick, pg_url, redis_url) as workers:  # started after the stub: its address
+        flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(tick), "--json")
+        ran = run_cli("run", str(pipeline), *flags, env=_env(tmp_path / "client"), cwd=tmp_path, timeout=300)
+    assert ran.code == 0, ran.err
+    data = ran.json()
+    assert data["statuses"] == ["success", "success", "budget_exceeded", "budget_exceeded"], data["summaries"]
+    assert len(stub.requests) == 2

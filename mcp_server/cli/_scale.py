@@ -112,7 +112,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     async def main() -> None:
         import signal
 
-        async with anyio.create_task_group() as tg, orchestrator.running():
+        async with anyio.create_task_group() as tg, orchestrator.running(overviews=False):
 
             async def stop_on_signal() -> None:
                 with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

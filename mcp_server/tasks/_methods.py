@@ -16,7 +16,7 @@ task, and a task of another identity, are the same -32602: a task's existence is
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -45,6 +45,8 @@ __all__ = ["TASKS_EXTENSION", "TaskParams", "install", "task_wire"]
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 _LIST_PAGE = 50
+REMOTE_POLL = 0.2
+"""Seconds between reads of a task another replica runs, while `tasks/result` waits for it."""
 
 
 class TaskParams(RequestParams):
@@ -82,12 +84,7 @@ def task_wire(record: TaskRecord, service: TaskService, *, modern: bool, detail:
         elif record.status == "failed":
             wire["error"] = record.error or {"code": -32603, "message": record.status_message or "failed"}
         elif record.status == "input_required":
-            execution = service.execution(record.task_id)
-            pending = execution.inbox.pending if execution is not None and execution.inbox is not None else {}
-            wire["inputRequests"] = {
-                key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
-                for key, request in pending.items()
-            }
+            wire["inputRequests"] = service.pending(record.task_id)
     return wire
 
 
@@ -136,9 +133,9 @@ class _Methods:
         record, modern = await self._task(ctx, params)
         if not modern:
             raise MCPError(code=-32601, message="Method not found", data="tasks/update")
-        execution = self.service.execution(record.task_id)
-        if execution is not None and execution.inbox is not None:
-            execution.inbox.answer({k: v for k, v in (params.input_responses or {}).items() if isinstance(v, dict)})
+        responses = (params.input_responses or {}).items()
+        answers = {k: cast("dict[str, Any]", v) for k, v in responses if isinstance(v, dict)}
+        await self.service.answer(record.task_id, answers)
         return {}
 
     async def cancel(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
@@ -184,6 +181,13 @@ class _Methods:
                 await _ask_client(ctx, execution, record.task_id)
             else:
                 await first_of(execution.finished.wait, asked.wait if asked is not None else None)
+        while execution is None and not record.terminal and self.service.relay is not None:
+            # another replica runs it: wait for its record to end, asking this client its requests
+            if record.status == "input_required":
+                await _ask_client_for(ctx, self.service, record.task_id)
+            else:
+                await anyio.sleep(REMOTE_POLL)  # the record changes in another process: no event here
+            record, _ = await self._task(ctx, params)
         record, _ = await self._task(ctx, params)
         related = {RELATED_TASK: {"taskId": record.task_id}}
         if record.result is not None:
@@ -211,6 +215,20 @@ async def _ask_client(ctx: Any, execution: Execution, task_id: str) -> None:
     async with anyio.create_task_group() as tg:
         for key, request in list(inbox.pending.items()):
             tg.start_soon(ask, key, request)
+
+
+async def _ask_client_for(ctx: Any, service: TaskService, task_id: str) -> None:
+    """`_ask_client` for a task another replica runs: its requests from the store, the answers
+    back through it."""
+    related = ServerMessageMetadata(related_request_id=ctx.request_id)
+    answers: dict[str, Any] = {}
+    for key, wire in service.pending(task_id).items():
+        request = CreateMessageRequest.model_validate(wire)
+        params = request.params.model_copy(update={"meta": {RELATED_TASK: {"taskId": task_id}}})
+        shape = CreateMessageResultWithTools if params.tools or params.tool_choice else CreateMessageResult
+        answer = await ctx.session.send_request(CreateMessageRequest(params=params), shape, metadata=related)
+        answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+    await service.answer(task_id, answers)
 
 
 def _seen(ctx: Any) -> set[str]:

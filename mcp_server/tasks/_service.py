@@ -13,6 +13,7 @@ without authentication the task id (192 random bits) is the key, as both specs a
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
@@ -32,6 +33,7 @@ from skills.core.errors import LimitExceededError
 from .._results import error_result
 from ._calls import RUN_IDS_KEY, CallTarget, identity_of
 from ._execution import Execution, ExecutionHost
+from ._postgres import PostgresTaskStore
 from .store import TaskLimits, TaskRecord, TaskState, TaskStore
 
 if TYPE_CHECKING:
@@ -74,6 +76,12 @@ class TaskService:
         self._written: dict[str, float] = {}
         self._dirty: dict[str, TaskRecord] = {}
         self._flushing: dict[str, anyio.Event] = {}
+        # Shared state: the client of a task may come back through another replica.
+        self.relay = (
+            store.relay(functools.partial(self._changed, force=True), self.tasks)
+            if isinstance(store, PostgresTaskStore)
+            else None
+        )
 
     async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a blocking store call in a worker thread (SQLite and Postgres stores block)."""
@@ -156,6 +164,8 @@ class TaskService:
         self._heartbeat.add(record.task_id)
         async with bound():
             self.host.start(execution, target.body(arguments, ctx))
+        if self.relay is not None:
+            self.relay.started(record.task_id, execution)
         log.info("task %s: %s started for %s", record.task_id[:8], target.name, client or requester)
         return record
 
@@ -170,10 +180,36 @@ class TaskService:
         if record.principal != principal:
             return None
         execution = self.tasks.get(task_id)
+        if execution is None and self.relay is not None and record.status == "input_required":
+            # another replica runs it: its requests are in the store (none yet: on their way)
+            if not await self.relay.refresh(task_id):
+                record = record.with_(status="working")
         return self._live(record, execution) if execution is not None else record
 
     def execution(self, task_id: str) -> Execution | None:
         return self.tasks.get(task_id)
+
+    def pending(self, task_id: str) -> dict[str, dict[str, Any]]:
+        """The input requests the task waits on (wire dicts by key), wherever it runs."""
+        execution = self.tasks.get(task_id)
+        if execution is not None:
+            inbox = execution.inbox
+            return {
+                key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
+                for key, request in (inbox.pending.items() if inbox is not None else ())
+            }
+        return self.relay.remote.get(task_id, {}) if self.relay is not None else {}
+
+    async def answer(self, task_id: str, responses: dict[str, Any]) -> None:
+        """The client's answers to the task's input requests, wherever it runs."""
+        execution = self.tasks.get(task_id)
+        if self.relay is None:
+            if execution is not None and execution.inbox is not None:
+                execution.inbox.answer(responses)
+        elif execution is not None:
+            await self.relay.answer_here(task_id, execution, responses)
+        else:
+            await self.relay.answer(task_id, responses)
 
     def _live(self, record: TaskRecord, execution: Execution) -> TaskRecord:
         status: TaskState = "input_required" if execution.waiting else record.status
@@ -203,12 +239,17 @@ class TaskService:
             with anyio.move_on_after(5):
                 await execution.finished.wait()
             return self.records.get(task_id, record)
+        if self.relay is not None:  # another replica runs it: it stops the run there
+            stopped = await self.relay.cancel(task_id)
+            if stopped is not None and stopped.terminal:
+                return stopped
         cancelled = record.with_(status="cancelled", status_message="cancelled", updated=time.time())
         await self.in_thread(self.store.save, cancelled)
         return cancelled
 
-    def _changed(self, task_id: str, execution: Execution) -> None:
-        """An execution changed: write its task's record (progress at most every half second)."""
+    def _changed(self, task_id: str, execution: Execution, *, force: bool = False) -> None:
+        """An execution changed: write its task's record (progress at most every half second;
+        `force`: now, as another replica may have changed the stored status)."""
         record = self.records.get(task_id)
         if record is None:
             return
@@ -229,7 +270,11 @@ class TaskService:
             self._heartbeat.remove(task_id)
         else:
             update = self._live(record, execution)
-            if update.status == record.status and now - self._written.get(task_id, 0.0) < PROGRESS_WRITE_EVERY:
+            if (
+                not force
+                and update.status == record.status
+                and now - self._written.get(task_id, 0.0) < PROGRESS_WRITE_EVERY
+            ):
                 return
             self.records[task_id] = update
         self._written[task_id] = now
@@ -258,6 +303,8 @@ class TaskService:
     async def aclose(self) -> None:
         """Stop what runs (recorded as cancelled: resumable) and finish the writes."""
         await self.host.aclose()
+        if self.relay is not None:
+            await self.relay.aclose()
         with anyio.move_on_after(10, shield=True):
             for done in list(self._flushing.values()):
                 await done.wait()

@@ -198,3 +198,7 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
         error=json.loads(row[15]) if row[15] else None,
         owner=f"{row[16]}:{row[18]}" if row[16] and row[18] else None,
     )
+
+
+# The same table and rows in the PostgreSQL store (`_postgres`): one definition of both.
+TASKS_SCHEMA, TASK_COLUMNS, TASK_MARKS, task_row = _SCHEMA, _COLUMNS, _MARKS, _row
