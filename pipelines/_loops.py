@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 Node = Callable[..., Any]
 
 
-def _ctx(runtime: Any) -> RunContext:
-    return runtime.context  # type: ignore[no-any-return]
+def run_context(runtime: Any) -> RunContext:
+    """The `RunContext` a node runs in (the compiler's nodes use it too)."""
+    context: RunContext = runtime.context  # LangGraph hands back, untyped, the context given to ainvoke
+    return context
 
 
 def loop_info(index0: int, length: int) -> dict[str, Any]:
@@ -55,7 +57,7 @@ def _ordered(state: RunState, step: StepSpec, count: int) -> list[Any]:
 
 def while_start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = run_context(runtime)
         await ctx.step_started(step)
         run = ctx.condition_holds(step, state["scope"])
         saved = {"loop": state["scope"].get("loop")}
@@ -67,15 +69,16 @@ def while_start_node(step: StepSpec) -> Node:
 def while_guard_node(step: StepSpec) -> Node:
     assert step.while_ is not None
     cap = step.while_.max_iterations or DEFAULT_MAX_ITERATIONS
+    condition = step.while_.condition
 
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = run_context(runtime)
         ctl = state["ctl"]
         done = ctl[f"{step.id}:i"]
         loop = {"index": done + 1, "index0": done, "first": done == 0}
         go = bool(ctl.get(f"{step.id}:run")) and done < cap
         if go:
-            go = ctx.check(step.while_.condition, {**state["scope"], "loop": loop}, step)  # type: ignore[union-attr]
+            go = ctx.check(condition, {**state["scope"], "loop": loop}, step)
         update: dict[str, Any] = {"ctl": {f"{step.id}:go": go, f"{step.id}:i": done + 1 if go else done}}
         if go:
             update["scope"] = {"loop": loop}
@@ -97,7 +100,7 @@ def while_done_node(step: StepSpec) -> Node:
             output = {i.removesuffix(".item"): scope.get(i) for i in ids}
             output["iterations"] = ctl[f"{step.id}:i"]
         restored = {**scope, **ctl[f"{step.id}:saved"]}
-        return _ctx(runtime).finish_step(step, restored, output, restore=ctl[f"{step.id}:saved"])
+        return run_context(runtime).finish_step(step, restored, output, restore=ctl[f"{step.id}:saved"])
 
     return node
 
@@ -117,7 +120,7 @@ def for_start_node(step: StepSpec) -> Node:
     var = step.for_.variable
 
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = run_context(runtime)
         scope = state["scope"]
         run, items = await _begin_loop(ctx, step, scope)
         saved = {var: scope.get(var), "loop": scope.get("loop")}
@@ -144,7 +147,7 @@ def for_item_node(step: StepSpec) -> Node:
     key = f"{step.id}.item"
 
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = run_context(runtime)
         ctl = state["ctl"]
         items, i = ctl[f"{step.id}:items"], ctl[f"{step.id}:i"]
         scope = {**state["scope"], var: items[i], "loop": loop_info(i, len(items))}
@@ -165,7 +168,7 @@ def for_guard_node(step: StepSpec) -> Node:
     ids = [s.id for s in step.steps or []]
 
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = run_context(runtime)
         ctl, scope = state["ctl"], state["scope"]
         items, i = ctl[f"{step.id}:items"], ctl[f"{step.id}:i"]
         update: dict[str, Any] = {"fanin": {step.id: {str(i): {k: scope.get(k) for k in ids}}}}
@@ -187,7 +190,7 @@ def for_done_node(step: StepSpec) -> Node:
         run = ctl.get(f"{step.id}:run")
         output = _ordered(state, step, len(ctl[f"{step.id}:items"])) if run else None
         saved = ctl[f"{step.id}:saved"]
-        update = _ctx(runtime).finish_step(step, {**scope, **saved}, output, restore=saved)
+        update = run_context(runtime).finish_step(step, {**scope, **saved}, output, restore=saved)
         update["fanin"] = {step.id: None}
         update["ctl"] = {f"{step.id}:items": None}  # the items are in no later checkpoint's way
         return update
@@ -200,7 +203,7 @@ def for_done_node(step: StepSpec) -> Node:
 
 def fan_start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        run, items = await _begin_loop(_ctx(runtime), step, state["scope"])
+        run, items = await _begin_loop(run_context(runtime), step, state["scope"])
         ctl = {f"{step.id}:run": run, f"{step.id}:n": len(items), f"{step.id}:items": items, f"{step.id}:wave": 0}
         return {"ctl": ctl, "fanin": {step.id: None}}
 
@@ -276,7 +279,7 @@ def fan_wave_node(step: StepSpec) -> Node:
 
 def fan_item_node(step: StepSpec, body: Any, state_vars: list[str]) -> Node:
     async def node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = run_context(runtime)
         async with ctx.parallel_slot(step):
             if ctx.dispatch is not None:  # the distributed mode: any worker runs it
                 update = await ctx.dispatch(step, payload)
@@ -327,7 +330,7 @@ async def run_item(
 
 def fan_done_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = run_context(runtime)
         ctl, scope = state["ctl"], state["scope"]
         if not ctl.get(f"{step.id}:run"):
             return ctx.finish_step(step, scope, None)

@@ -37,14 +37,14 @@ class PgRunStore(RunStore):
         super().__init__(Path(pg.shown))
         self.pg = pg
 
-    def _do(self, work: Callable[[Any], T]) -> T:  # type: ignore[override]
+    def _do(self, work: Callable[[Any], T]) -> T:
         with self.pg.connect() as conn:
             return work(conn)
 
     def ensure(self) -> None:
         self.pg.migrate()
 
-    def start(  # type: ignore[override]
+    def start(
         self,
         run_id: str,
         pipeline: str,

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, Protocol, TypedDict, cast
 
 import anyio
 from docket import CurrentWorker, Docket, ExecutionCancelled, ExecutionState, Progress
@@ -105,8 +106,20 @@ def raise_outcome(outcome: Outcome, *, item: bool = False) -> None:
 
 
 # -- the tasks (run by `orchestrator worker`; the names are what the queue carries) ---------------
-def _host(worker: Any) -> Any:
-    host = getattr(worker, "orchestrator", None)
+class Host(Protocol):
+    """What the tasks below need from the process that runs them (`pipelines.worker.WorkerHost`)."""
+
+    async def run(self, run_id: str, progress: Any) -> Outcome: ...
+
+    async def item(self, run_id: str, step_id: str, payload: dict[str, Any]) -> Outcome: ...
+
+
+HOSTS: weakref.WeakKeyDictionary[object, Host] = weakref.WeakKeyDictionary()
+"""The host of each running Docket worker: its tasks find it through `CurrentWorker()`."""
+
+
+def _host(worker: object) -> Host:
+    host = HOSTS.get(worker)
     if host is None:
         raise RuntimeError("this task runs in `orchestrator worker` only")
     return host
@@ -120,7 +133,7 @@ async def orchestrator_run(
     progress: Any = Progress(),  # noqa: B008
 ) -> Outcome:
     """Drive one run (start it, or resume it from its checkpoint) on this worker."""
-    return await _host(worker).run(run_id, progress)  # type: ignore[no-any-return]
+    return await _host(worker).run(run_id, progress)
 
 
 async def orchestrator_item(
@@ -131,7 +144,7 @@ async def orchestrator_item(
     worker: Any = CurrentWorker(),  # noqa: B008
 ) -> Outcome:
     """Run one item of a parallel loop on this worker and record its result."""
-    return await _host(worker).item(run_id, step_id, payload)  # type: ignore[no-any-return]
+    return await _host(worker).item(run_id, step_id, payload)
 
 
 # -- the side that hands work out -------------------------------------------------------------------
@@ -224,4 +237,4 @@ async def _result(execution: Any) -> Outcome:
         return {"status": "failed", "error": {"type": "skill_failed", "message": str(exc), "hint": ""}}
     if not isinstance(outcome, dict):
         return {"status": "failed", "error": {"type": "skill_failed", "message": "a worker answered nothing"}}
-    return outcome  # type: ignore[return-value]
+    return cast("Outcome", outcome)  # what orchestrator_run/orchestrator_item return

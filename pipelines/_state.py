@@ -120,4 +120,4 @@ def graph_state() -> Any:
         "usage": Annotated[dict[str, Any], _add_usage],
         "spent": Annotated[dict[str, Any], delta(_add_counts)],
     }
-    return TypedDict("RunState", fields, total=False)  # type: ignore[operator]
+    return TypedDict("RunState", fields, total=False)  # pyright: ignore[reportArgumentType]  # the fields need LangGraph, imported on first use

@@ -31,7 +31,6 @@ from .spec import PipelineSpec, StepSpec
 if TYPE_CHECKING:
     from langgraph.types import StateSnapshot
 
-    from .runtime import RunContext
 
 __all__ = [
     "CompiledPipeline",
@@ -132,10 +131,6 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
     for node in exits:
         builder.graph.add_edge(node, END)
     return CompiledPipeline(spec, builder.graph, names, builder.bodies)
-
-
-def _ctx(runtime: Any) -> RunContext:
-    return runtime.context  # type: ignore[no-any-return]
 
 
 class _Builder:
@@ -278,14 +273,14 @@ class _Builder:
 
 def _skill_node(step: StepSpec, output_key: str | None = None) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        return await _ctx(runtime).run_skill_step(step, state["scope"], output_key)
+        return await _loops.run_context(runtime).run_skill_step(step, state["scope"], output_key)
 
     return node
 
 
 def _start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = _loops.run_context(runtime)
         await ctx.step_started(step)
         run = ctx.condition_holds(step, state["scope"])
         return {"ctl": {f"{step.id}:run": run}}
@@ -301,7 +296,7 @@ def _group_done_node(step: StepSpec, state_vars: list[str]) -> Node:
     ids = [s.id for s in step.steps or []]
 
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = _loops.run_context(runtime)
         scope = state["scope"]
         output = {i: scope.get(i) for i in ids} if state["ctl"].get(f"{step.id}:run") else None
         return ctx.finish_step(step, scope, output)
@@ -311,7 +306,7 @@ def _group_done_node(step: StepSpec, state_vars: list[str]) -> Node:
 
 def _if_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
-        ctx = _ctx(runtime)
+        ctx = _loops.run_context(runtime)
         await ctx.step_started(step)
         return {"ctl": {f"{step.id}:branch": ctx.choose_branch(step, state["scope"])}}
 
@@ -333,6 +328,6 @@ def _if_join_node(step: StepSpec) -> Node:
         else:
             output = {i: scope.get(i) for i in by_label.get(label or "", [])}
             output["branch"] = label or "none"
-        return _ctx(runtime).finish_step(step, scope, output)
+        return _loops.run_context(runtime).finish_step(step, scope, output)
 
     return node

@@ -37,6 +37,7 @@ from .state import Backends
 if TYPE_CHECKING:
     from skills.core.roles import RoleBook
 
+    from ._pgruns import PgRunStore
     from ._stepping import StepGate
 
 __all__ = ["PipelineService"]
@@ -197,6 +198,11 @@ class PipelineService:
     def artifact_dir(self, pipeline_id: str, run_id: str) -> Path:
         return (self.backends.artifacts or self.home.pipelines_dir) / pipeline_id / "runs" / run_id
 
+    @property
+    def _shared(self) -> PgRunStore:
+        """The run store when runs go through the queue: the queue is given only with `--state postgresql://`."""
+        return cast("PgRunStore", self.store)
+
     def _queued(self, ctx: SkillContext, gate: StepGate | None) -> bool:
         """Whether a run started under `ctx` goes to the workers (not: one started by a worker, nor
         one stepped through: its gate asks the person at this terminal)."""
@@ -223,7 +229,7 @@ class PipelineService:
         artifacts = self.artifact_dir(skill.name, run_id)
         if self._queued(ctx, gate):
             source = await anyio.to_thread.run_sync(skill.body)
-            start = functools.partial(self.store.start, source=source, queued=True)  # type: ignore[call-arg]
+            start = functools.partial(self._shared.start, source=source, queued=True)
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
             return await self._through_queue(skill.name, run_id, ctx, resume=False)
         await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
@@ -252,7 +258,7 @@ class PipelineService:
                 hint="wait for it, or cancel it there; a run whose process died shows as interrupted",
             )
         if self._queued(ctx, gate):
-            await self._store(self.store.queue, run_id)  # type: ignore[attr-defined]
+            await self._store(self._shared.queue, run_id)
             return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
         published = self.catalog.find(record.pipeline)
         if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
@@ -299,7 +305,7 @@ class PipelineService:
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
             if self.dispatch is not None:
-                await self._store(self.store.forget_items, run_id)  # type: ignore[attr-defined]
+                await self._store(self._shared.forget_items, run_id)
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
             await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
             raise

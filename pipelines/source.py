@@ -87,7 +87,7 @@ class PipelineSkill:
                 digest = self.__dict__["_digest"] = text_hash(self.file.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError):
                 digest = self.__dict__["_digest"] = ""
-        return digest  # type: ignore[no-any-return]
+        return digest
 
     def overview(self) -> str | None:
         """The model's overview of this file, when one was written (`_help_ai`)."""

@@ -23,7 +23,7 @@ import socket
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
@@ -33,7 +33,7 @@ from skills.core.budget import AGENT_BUDGET_KEY
 
 from ._loops import run_item
 from ._owner import Owner
-from ._queue import ITEMS, RUNS, Outcome, failure, orchestrator_item, orchestrator_run, pooled, raise_outcome
+from ._queue import HOSTS, ITEMS, RUNS, Outcome, failure, orchestrator_item, orchestrator_run, pooled, raise_outcome
 from .errors import PipelineError, StepFailed
 from .runtime import RunContext
 from .service import HERE_KEY, ITEM_KEY, PipelineService
@@ -70,7 +70,8 @@ class WorkerHost:
         if service.queue is None or not service.backends.state:
             raise PipelineError("a worker needs the shared state and the queue", hint="give --state and --queue")
         self.service = service
-        self.store: PgRunStore = service.store  # type: ignore[assignment]
+        # `service.backends.state` (checked above) means the run store is the PostgreSQL one
+        self.store: PgRunStore = cast("PgRunStore", service.store)
         self.make_ctx = make_ctx
         """A fresh skill context for (pipeline, run id): models, allowed roots, the Catalog."""
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
@@ -100,7 +101,7 @@ class WorkerHost:
                     minimum_check_interval=CHECK_EVERY,
                 ) as doer,
             ):
-                driver.orchestrator = doer.orchestrator = self  # type: ignore[attr-defined]
+                HOSTS[driver] = HOSTS[doer] = self
                 if ready is not None:
                     ready()
                 async with anyio.create_task_group() as tg:
