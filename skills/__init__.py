@@ -2,8 +2,7 @@
 
 import sys
 
-from .core import base as _base
-from .core import errors as _errors
+from .core import base, errors  # the old module paths: see the end
 from .core.base import Skill, SkillContext, SkillKind, SkillSource
 from .core.catalog import RESERVED_NAMES, TOOL_NAME, Catalog, LoadProblem, Override, SkillProvider
 from .core.contract import FrontMatter, SkillContract
@@ -77,5 +76,5 @@ register_runners()
 # Python skills written before skills/ had its parts import these two modules by their old paths
 # (the writing-skills reference taught `from skills.base import SkillContext`); they keep working.
 # New code imports the names from `skills` itself.
-sys.modules.setdefault(f"{__name__}.base", _base)
-sys.modules.setdefault(f"{__name__}.errors", _errors)
+sys.modules.setdefault(f"{__name__}.base", base)
+sys.modules.setdefault(f"{__name__}.errors", errors)

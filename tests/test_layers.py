@@ -110,8 +110,11 @@ def test_the_graph_sees_imports_inside_functions_and_skips_type_checking_ones(tm
 
 
 OLD_PATHS_IMPL = """
+import skills.base
 from skills.base import SkillContext
 from skills.errors import SkillRunError
+
+assert skills.base.SkillContext is SkillContext
 
 
 def {name}(word: str, ctx: SkillContext | None = None) -> dict:
