@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, positive_int
 from ._server import backends, server
-
-if TYPE_CHECKING:
-    pass
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
