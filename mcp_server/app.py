@@ -365,6 +365,7 @@ class OrchestratorServer(MCPServer):
             load_task_limits(self.home.root / "config.yaml"),
             pipelines=self.pipelines,
             sinks=lambda context, name: (context.report_progress, _client_logger(context, name, self._log_levels)),
+            targets=self.target,
         )
 
     def _unknown(self, name: str) -> SkillsError:

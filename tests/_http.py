@@ -43,6 +43,8 @@ class Served:
 
     port: int = 0
     lines: list[str] = field(default_factory=list)
+    process: Any = None
+    """The server's process (anyio `Process`): a test may kill it."""
     _said: anyio.Event = field(default_factory=anyio.Event)
 
     @property
@@ -81,7 +83,7 @@ async def http_server(home: Path, *options: str, env: dict[str, str] | None = No
         stderr=subprocess.PIPE,
         env=environ,
     )
-    served = Served()
+    served = Served(process=process)
     announced = anyio.Event()
 
     async def read_stderr() -> None:

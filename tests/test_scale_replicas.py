@@ -178,3 +178,61 @@ async def test_a_core_task_is_answered_and_fetched_with_tasks_result_through_ano
     assert final.structured_content is not None and final.structured_content["story"] == "Once upon a time. The end."
     assert state.status == "completed" and len(model.requests) == 2
     assert _marks(log) == ["first", "second"]
+
+
+def _run_id(state: TaskState) -> str | None:
+    return (state.meta or {}).get("io.orchestrator/run-id")
+
+
+async def test_a_task_outlives_the_replica_that_created_it(tmp_path: Path, skills: Path, workers: Workers) -> None:
+    """Replica A is killed (SIGKILL) while a worker runs its task's pipeline: B adopts the task and
+    completes it with the run's real result, which the worker went on computing."""
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    log = tmp_path / "marks.log"
+    options = ("--state", workers.state, "--queue", workers.queue, "--log-level", "info")
+    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
+        async with _client(b.url) as via_b:
+            async with _client(a.url) as via_a:
+                created = await start(via_a, "long", {"log": str(log), "count": 12})
+            # mid-run: its run is on record and the worker has marked twice
+            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
+            a.process.kill()
+            await a.process.wait()  # gone (not a zombie): its replica is dead to every test
+            assert len(_marks(log)) < 12, "the run ended before its replica was killed: make it longer"
+            done = await drive(via_b, created.task_id, timeout=120)
+    assert done.status == "completed", done
+    assert done.result is not None and done.result["structuredContent"]["marked"] == 12
+    assert not done.result.get("isError")
+    assert _run_id(done) is not None
+    assert _marks(log) == [f"m{n}" for n in range(12)]  # the worker's run, each item once, not run again
+    assert "adopted by" in b.stderr()
+
+
+async def test_a_task_whose_replica_lives_is_never_adopted_by_another(
+    tmp_path: Path, skills: Path, workers: Workers
+) -> None:
+    """B, polled all through the run, sees A alive and leaves A's task to A."""
+    import psycopg
+
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    log = tmp_path / "marks.log"
+    options = ("--state", workers.state, "--queue", workers.queue, "--log-level", "info")
+    owners: set[int] = set()
+    seen: list[TaskState] = []
+
+    def owner(state: TaskState) -> bool:
+        with psycopg.connect(workers.state) as conn:
+            row = conn.execute("SELECT owner_pid FROM orchestrator_tasks WHERE task_id=%s", (state.task_id,)).fetchone()
+        assert row is not None
+        owners.add(int(row[0]))
+        return False
+
+    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
+        async with _client(a.url) as via_a, _client(b.url) as via_b:
+            created = await start(via_a, "long", {"log": str(log), "count": 6})
+            done = await drive(via_b, created.task_id, seen=seen, until=owner, timeout=120)
+    assert done.status == "completed" and done.result is not None, done
+    assert done.result["structuredContent"]["marked"] == 6
+    assert len(seen) > 2 and owners == {a.process.pid}  # B never took it over
+    assert not any("adopted" in (s.status_message or "") for s in seen)
+    assert "adopted" not in b.stderr()

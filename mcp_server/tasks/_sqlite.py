@@ -201,4 +201,4 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
 
 
 # The same table and rows in the PostgreSQL store (`_postgres`): one definition of both.
-TASKS_SCHEMA, TASK_COLUMNS, TASK_MARKS, task_row = _SCHEMA, _COLUMNS, _MARKS, _row
+TASKS_SCHEMA, TASK_COLUMNS, TASK_MARKS, task_row, task_record = _SCHEMA, _COLUMNS, _MARKS, _row, _record

@@ -1,0 +1,142 @@
+"""A task whose replica is gone while a worker still runs its pipeline: another replica adopts it.
+
+With `--queue`, the replica that created a pipeline task only waits for the run a worker drives.
+When that replica stops (`kill -9`, a restart, a deploy) the run goes on and ends on the worker;
+what is lost is only the waiting. So a live replica that finds the task orphaned (its owner is
+gone by the test the run history uses, `pipelines._owner.owner_alive`) takes it over: it claims
+the record with one conditional `UPDATE` (the owner it saw must still be there; the first
+replica wins, the others change nothing), waits for the run to end in the shared run history,
+and completes the task with the run's result, or its failure as the same error envelope a
+direct call returns. Tasks without a run handed to the workers keep the old ending: failed,
+naming the run that resumes them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from pipelines._owner import Owner, owner_alive
+from pipelines.errors import PipelineError, StepFailed
+from skills import SkillCancelledError, SkillRunError
+
+from ._sqlite import TASK_COLUMNS, task_record
+from .store import TaskRecord
+
+if TYPE_CHECKING:
+    from pipelines.runs import RunRecord, RunStore
+    from pipelines.service import PipelineService
+
+    from ._postgres import PostgresTaskStore
+
+__all__ = ["ADOPT_POLL", "Seen", "claim", "orphaned", "run_outcome"]
+
+ADOPT_POLL = 0.5
+"""Seconds between reads of the run history while an adopted task waits for its run (a worker
+in another process writes it: no event reaches this one)."""
+
+Seen = tuple[Any, Any, Any, Any, Any]
+"""The owner columns of a task's row as read (host, boot, pid, start time, heartbeat)."""
+
+_OWNER = "owner_host, owner_boot, owner_pid, owner_started, heartbeat"
+_UNFINISHED = "status IN ('working', 'input_required')"
+
+
+def orphaned(store: PostgresTaskStore, task_id: str) -> tuple[TaskRecord, Seen] | None:
+    """The task and its owner as read, if it is unfinished and its owner is gone (else None)."""
+    row = store._do(  # pyright: ignore[reportPrivateUsage]  # the store's one way to its database
+        lambda conn: conn.execute(
+            f"SELECT {TASK_COLUMNS} FROM orchestrator_tasks WHERE task_id=? AND {_UNFINISHED}", (task_id,)
+        ).fetchone()
+    )
+    if row is None:
+        return None
+    seen: Seen = (row[16], row[17], row[18], row[19], row[20])
+    return None if owner_alive(*seen) else (task_record(row), seen)
+
+
+def claim(store: PostgresTaskStore, task_id: str, seen: Seen, message: str) -> bool:
+    """Make this process the task's owner if the owner is still the one `seen` (gone); False:
+    another replica was first (or the owner beat again). One conditional UPDATE: no lock held."""
+    me = Owner.current()
+    now = time.time()
+    cursor = store._do(  # pyright: ignore[reportPrivateUsage]
+        lambda conn: conn.execute(
+            f"UPDATE orchestrator_tasks SET ({_OWNER}) = (?, ?, ?, ?, ?), status_message=?, updated=?"
+            f" WHERE task_id=? AND {_UNFINISHED} AND owner_host IS NOT DISTINCT FROM ?"
+            " AND owner_boot IS NOT DISTINCT FROM ? AND owner_pid IS NOT DISTINCT FROM ?"
+            " AND owner_started IS NOT DISTINCT FROM ? AND heartbeat IS NOT DISTINCT FROM ?",
+            (me.host, me.boot, me.pid, me.started, now, message, now, task_id, *seen),
+        )
+    )
+    return bool(cursor.rowcount)
+
+
+def run_outcome(
+    service: PipelineService, run_id: str, skill: Any, deadline: float
+) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """The work of an adopted task: wait for its run to end, then its result (or its failure,
+    raised as the error the run's own caller would have got). Cancelled (the task was): the run
+    is stopped on its worker too, as for a task its own replica runs."""
+
+    async def work() -> dict[str, Any]:
+        try:
+            return await _wait(service.store, run_id, skill, deadline)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await _stop(service.queue, run_id)
+            raise
+
+    return work
+
+
+async def _wait(runs: RunStore, run_id: str, skill: Any, deadline: float) -> dict[str, Any]:
+    while True:
+        run = await anyio.to_thread.run_sync(runs.get, run_id)
+        if run is None:
+            raise SkillRunError(f"run {run_id} is no longer recorded", hint="start the pipeline again")
+        if run.status == "succeeded":
+            return run.result or {}
+        if run.status in ("failed", "cancelled", "stopped"):
+            raise _failure(run, skill)
+        # queued or running on a worker, or interrupted (its worker died: the queue hands it to another)
+        if time.time() > deadline:
+            raise SkillRunError(
+                f"run {run_id} did not end before its task expired",
+                hint=f"`orchestrator runs show {run_id}` shows where it is; `orchestrator runs resume {run_id}`",
+            )
+        await anyio.sleep(ADOPT_POLL)
+
+
+async def _stop(queue: Any, run_id: str) -> None:
+    """Cancel the run's task in the queue (its key is `run:RUN:...`: the replica that handed it
+    out is gone, so it is found in the queue's snapshot); its worker records the run cancelled."""
+    from pipelines._queue import RUNS
+
+    runs = await queue.docket(RUNS)
+    snapshot = await runs.snapshot()
+    for execution in [*snapshot.running, *snapshot.future]:
+        if execution.key.startswith(f"run:{run_id}:"):
+            await runs.cancel(execution.key)
+
+
+def _failure(run: RunRecord, skill: Any) -> Exception:
+    """A failed or cancelled run as the error a direct call of the pipeline raises."""
+    from pipelines.source import PipelineSkill, describe_failure
+
+    if run.status == "cancelled":
+        return SkillCancelledError(
+            f"run {run.run_id} was cancelled", hint=f"`orchestrator runs resume {run.run_id}` continues it"
+        )
+    message, _, hint = (run.error or f"run {run.run_id} failed").partition(" (hint: ")
+    hint = hint.removesuffix(")")
+    error = (
+        StepFailed(message, hint=hint, step_id=run.failed_step)
+        if run.failed_step
+        else PipelineError(message, hint=hint)
+    )
+    return describe_failure(error, run.run_id, skill if isinstance(skill, PipelineSkill) else None)
