@@ -9,6 +9,8 @@ queue and the skills folder.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -236,3 +238,105 @@ async def test_a_task_whose_replica_lives_is_never_adopted_by_another(
     assert len(seen) > 2 and owners == {a.process.pid}  # B never took it over
     assert not any("adopted" in (s.status_message or "") for s in seen)
     assert "adopted" not in b.stderr()
+
+
+DOOMED = """
+id: doomed
+inputs: {log: {type: string}, count: {type: integer, default: 4}, bad: {type: string}}
+steps:
+  - id: marks
+    for: {items: "{{ range(count) | list }}", variable: n, parallel: false}
+    skill: mark
+    parameters: {log: "{{ log }}", call: "m{{ n }}"}
+  - id: last
+    skill: mark
+    parameters: {log: "{{ bad }}", call: "end"}
+outputs: {marked: "{{ marks | length }}"}
+"""
+
+
+async def test_an_adopted_task_whose_run_fails_ends_as_a_failed_call_does(
+    tmp_path: Path, skills: Path, workers: Workers
+) -> None:
+    """The run fails on the worker after A is gone: the task B completes carries the same error
+    envelope (type, step, where, how to resume) as the same failure of a task A saw to its end."""
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    bad = str(tmp_path / "no-such-folder" / "x.log")
+    options = ("--state", workers.state, "--queue", workers.queue)
+    async with _replicas(homes, "doomed", DOOMED, *options, skills=skills) as (a, b):
+        async with _client(b.url) as via_b:
+            async with _client(a.url) as via_a:
+                arguments = {"log": str(tmp_path / "first.log"), "count": 1, "bad": bad}
+                normal = await drive(via_a, (await start(via_a, "doomed", arguments)).task_id, timeout=120)
+                log = tmp_path / "second.log"
+                created = await start(via_a, "doomed", {"log": str(log), "count": 12, "bad": bad})
+            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
+            a.process.kill()
+            await a.process.wait()
+            adopted = await drive(via_b, created.task_id, timeout=120)
+    assert normal.status == adopted.status == "completed"
+    assert normal.result is not None and adopted.result is not None
+    assert normal.result.get("isError") and adopted.result.get("isError")
+    first, second = (json.loads(s.result["content"][0]["text"])["error"] for s in (normal, adopted))  # type: ignore[index]
+    runs = [_run_id(normal), _run_id(adopted)]
+    assert all(runs) and runs[0] != runs[1]
+    for error, run in zip((first, second), runs, strict=True):
+        assert "step 'last'" in error["where"] and f"orchestrator runs resume {run}" in error["hint"]
+    same = {k: str(v).replace(runs[1] or "", runs[0] or "") for k, v in second.items()}
+    assert same == {k: str(v) for k, v in first.items()}, (first, second)
+    assert _marks(log) == [f"m{n}" for n in range(12)]
+
+
+async def test_an_adopted_task_cancelled_stops_its_run_on_the_worker(
+    tmp_path: Path, skills: Path, workers: Workers
+) -> None:
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    log = tmp_path / "marks.log"
+    options = ("--state", workers.state, "--queue", workers.queue)
+    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
+        async with _client(b.url) as via_b:
+            async with _client(a.url) as via_a:
+                created = await start(via_a, "long", {"log": str(log), "count": 100})
+            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
+            a.process.kill()
+            await a.process.wait()
+            adopted = await drive(via_b, created.task_id, until=lambda s: "adopted" in (s.status_message or ""))
+            await cancel(via_b, created.task_id)
+            state = await drive(via_b, created.task_id, timeout=60)
+            run_id = _run_id(state)
+            with anyio.fail_after(120):  # the worker stops the run and records it so
+                while (run := _run(workers.state, run_id, tmp_path)) is None or run["status"] == "running":
+                    await anyio.sleep(0.1)
+    assert adopted.status == "working"
+    assert state.status == "cancelled" and f"orchestrator runs resume {run_id}" in (state.status_message or "")
+    assert run["status"] == "cancelled", run
+    assert len(_marks(log)) < 100  # it stopped: the loop did not run to its end
+
+
+def _task(state: str, task_id: str, cwd: Path) -> dict[str, Any]:
+    listed = run_cli("runs", "list", "--state", state, "--json", env=_env(cwd / "reader"), cwd=cwd).json()
+    return next(t for t in listed["tasks"] if t["task_id"] == task_id)
+
+
+async def test_a_replica_adopts_an_orphaned_task_that_no_client_asks_about(
+    tmp_path: Path, skills: Path, workers: Workers
+) -> None:
+    """Nobody polls after A is killed: B finds the task on its own and completes it on record."""
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    log = tmp_path / "marks.log"
+    options = ("--state", workers.state, "--queue", workers.queue)
+    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
+        async with _client(b.url) as via_b:
+            async with _client(a.url) as via_a:
+                created = await start(via_a, "long", {"log": str(log), "count": 8})
+            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
+            a.process.kill()
+            await a.process.wait()
+            assert len(_marks(log)) < 8, "the run ended before its replica was killed: make it longer"
+            with anyio.fail_after(120):  # read from the database, not through a replica
+                while (task := _task(workers.state, created.task_id, tmp_path))["status"] != "completed":
+                    await anyio.sleep(0.2)
+            done = await get(via_b, created.task_id)
+    assert task["run_id"] == _run_id(done)
+    assert done.status == "completed" and done.result is not None
+    assert done.result["structuredContent"]["marked"] == 8

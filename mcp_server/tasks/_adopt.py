@@ -13,27 +13,35 @@ naming the run that resumes them.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from pipelines._owner import Owner, owner_alive
+from pipelines._owner import BEAT, Owner, owner_alive
 from pipelines.errors import PipelineError, StepFailed
-from skills import SkillCancelledError, SkillRunError
+from skills import SkillCancelledError, SkillContext, SkillRunError
 
+from ._calls import CallTarget
+from ._execution import Execution
 from ._sqlite import TASK_COLUMNS, task_record
 from .store import TaskRecord
 
 if TYPE_CHECKING:
+    from pipelines._pgruns import PgRunStore
     from pipelines.runs import RunRecord, RunStore
     from pipelines.service import PipelineService
 
     from ._postgres import PostgresTaskStore
+    from ._service import TaskService
 
-__all__ = ["ADOPT_POLL", "Seen", "claim", "orphaned", "run_outcome"]
+__all__ = ["ADOPT_POLL", "Adopter", "Seen", "claim", "orphaned", "run_outcome"]
+
+log = logging.getLogger("mcp_server.tasks")
 
 ADOPT_POLL = 0.5
 """Seconds between reads of the run history while an adopted task waits for its run (a worker
@@ -44,6 +52,90 @@ Seen = tuple[Any, Any, Any, Any, Any]
 
 _OWNER = "owner_host, owner_boot, owner_pid, owner_started, heartbeat"
 _UNFINISHED = "status IN ('working', 'input_required')"
+
+
+class Adopter:
+    """One replica's side: it looks for orphaned tasks (at start-up, every `BEAT` seconds, and
+    when a client asks about one) and takes them over."""
+
+    def __init__(self, service: TaskService, store: PostgresTaskStore) -> None:
+        self.service = service
+        self.store = store
+
+    async def look(self) -> None:
+        """Take over every task whose replica is gone."""
+        for record in await self.service.in_thread(self.store.orphans):
+            await self.take_over(record.task_id)
+
+    async def sweep(self) -> None:
+        """`look` every `BEAT` seconds, until cancelled (the server stops)."""
+        while True:
+            await anyio.sleep(BEAT)
+            try:
+                await self.look()
+            except Exception as exc:  # why: the database out of reach for a while: the next look
+                log.warning("could not look for the tasks of stopped replicas: %s", exc)
+
+    async def take_over(self, task_id: str) -> None:
+        """If the task's replica is gone: adopt it when a worker drives its run (it completes with
+        the run's result), else fail it naming the run that resumes it. Only the replica whose
+        claim lands does either; the others leave it alone."""
+        found = await self.service.in_thread(orphaned, self.store, task_id)
+        if found is None:
+            return
+        record, seen = found
+        adoptable = await self._adoptable(record)
+        me = Owner.current()
+        message = (
+            f"its server stopped; adopted by {me.host}:{me.pid}, which waits for run {record.run_id} on a worker"
+            if adoptable is not None
+            else "its server stopped"
+        )
+        if not await self.service.in_thread(claim, self.store, task_id, seen, message):
+            return
+        if adoptable is None:
+            await self.service.fail_orphan(record)
+            return
+        self._adopt(record.with_(status="working", status_message=message, updated=time.time()), *adoptable)
+
+    async def _adoptable(self, record: TaskRecord) -> tuple[CallTarget, Any] | None:
+        """The pipeline tool of a task whose run was handed to the workers, and the pipeline as
+        the workers run it: from the YAML the run recorded, so that its failures read the same
+        (None: not such a task)."""
+        service, run_id, targets = self.service.pipelines, record.run_id, self.service.targets
+        if service is None or service.queue is None or run_id is None or targets is None:
+            return None
+        target = targets(record.tool)
+        if not isinstance(target, CallTarget) or not target.is_pipeline:
+            return None
+        runs: PgRunStore = service.store  # pyright: ignore[reportAssignmentType]  # with a queue: the shared one
+        source = await self.service.in_thread(runs.source, run_id)  # kept for the workers: handed to them
+        run = await self.service.in_thread(runs.get, run_id) if source is not None else None
+        if source is None or run is None:
+            return None
+        file = Path(run.file or f"{run.pipeline}.yaml")  # as the worker names it
+        try:
+            return target, await self.service.in_thread(service.skill_from_text, source, file)
+        except PipelineError:  # why: the text no longer verifies here (a skill it calls went): as published
+            return target, target.skill
+
+    def _adopt(self, record: TaskRecord, target: CallTarget, pipeline: Any) -> None:
+        """Run the adopted task here: its body waits for the run and makes its result."""
+        service = self.service.pipelines
+        assert service is not None and record.run_id is not None
+        execution = Execution(
+            tool=record.tool,
+            requester=record.requester,
+            principal=record.principal,
+            inbox=None,
+            idle_limit=float("inf"),
+        )
+        execution.run_ids.append(record.run_id)
+        expires = record.created + record.ttl_ms / 1000 if record.ttl_ms else float("inf")
+        work = run_outcome(service, record.run_id, pipeline, expires)
+        ctx = SkillContext(skill=record.tool, run_id=record.run_id)
+        self.service.run_here(record, execution, lambda: target.finish(work, ctx))
+        log.info("task %s of %s: %s", record.task_id[:8], record.tool, record.status_message)
 
 
 def orphaned(store: PostgresTaskStore, task_id: str) -> tuple[TaskRecord, Seen] | None:

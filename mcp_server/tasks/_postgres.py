@@ -217,7 +217,8 @@ class Relay:
         self._tasks: set[asyncio.Task[None]] = set()
         self._listening = False
 
-    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run `work` until the relay closes (a failure is logged)."""
         task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._ended)
@@ -232,9 +233,9 @@ class Relay:
         """A task started here: listen for messages (once per process) and publish its waits."""
         if not self._listening:
             self._listening = True
-            self._spawn(self.store.listen(self._heard), "listen for task messages")
+            self.spawn(self.store.listen(self._heard), "listen for task messages")
         if execution.inbox is not None:
-            self._spawn(self._watch(task_id, execution), f"publish the waits of task {task_id[:8]}")
+            self.spawn(self._watch(task_id, execution), f"publish the waits of task {task_id[:8]}")
 
     async def _watch(self, task_id: str, execution: Execution) -> None:
         """Publish the task's input requests each time it starts waiting for the client."""

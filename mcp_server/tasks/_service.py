@@ -20,26 +20,25 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 from mcp_types import CallToolResult
 
-from pipelines._owner import Heartbeat, Owner
+from pipelines._owner import Heartbeat
 from skills import SkillContext
 from skills.core.base import LogFn, ProgressFn
 from skills.core.errors import LimitExceededError
 
 from .._results import error_result
-from ._adopt import claim, orphaned, run_outcome
+from ._adopt import Adopter
 from ._calls import RUN_IDS_KEY, CallTarget, identity_of
 from ._execution import Execution, ExecutionHost
 from ._postgres import PostgresTaskStore
 from .store import TaskLimits, TaskRecord, TaskState, TaskStore
 
 if TYPE_CHECKING:
-    from pipelines._pgruns import PgRunStore
     from pipelines.service import PipelineService
 
 __all__ = ["TaskService"]
@@ -88,6 +87,8 @@ class TaskService:
             if isinstance(store, PostgresTaskStore)
             else None
         )
+        self.adopter = Adopter(self, store) if isinstance(store, PostgresTaskStore) else None
+        """Takes over the tasks of replicas that stopped (shared state only)."""
 
     async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a blocking store call in a worker thread (SQLite and Postgres stores block)."""
@@ -95,82 +96,30 @@ class TaskService:
 
     # -- start-up --------------------------------------------------------------------------------
     async def recover(self) -> None:
-        """Once per process: tasks whose server stopped are failed, naming the run that resumes them."""
+        """Once per process: tasks whose server stopped are failed, naming the run that resumes them.
+
+        In the shared state, a task whose run a worker drives is adopted instead (`_adopt`), and
+        this replica keeps looking for such tasks while it serves.
+        """
         if self._recovered:
             return
         self._recovered = True
-        for record in await self.in_thread(self.store.orphans):
-            if self.relay is not None:  # shared state: another replica may take it first
-                await self._take_over(record.task_id)
-            else:
-                await self._fail_orphan(record)
+        if self.adopter is not None and self.relay is not None:  # replicas die while this one serves
+            await self.adopter.look()
+            self.relay.spawn(self.adopter.sweep(), "adopt the tasks of stopped replicas")
+        else:
+            for record in await self.in_thread(self.store.orphans):
+                await self.fail_orphan(record)
         await self.in_thread(self.store.purge, time.time())
 
-    async def _fail_orphan(self, record: TaskRecord) -> None:
+    async def fail_orphan(self, record: TaskRecord) -> None:
+        """A task whose server stopped, failed naming the run that resumes it."""
         how = f"; `orchestrator runs resume {record.run_id}` continues its run" if record.run_id else ""
         message = f"the server stopped while this task ran{how}"
         error = {"code": -32603, "message": message, "data": {"run_id": record.run_id}}
         update = record.with_(status="failed", status_message=message, error=error, updated=time.time())
         await self.in_thread(self.store.save, update)
         log.info("task %s of %s: %s", record.task_id[:8], record.tool, message)
-
-    async def _take_over(self, task_id: str) -> None:
-        """A task of the shared state whose replica is gone: adopt it when a worker drives its run
-        (it completes with the run's result), else fail it naming the run that resumes it. Only
-        the replica whose claim lands does either; the others leave it alone."""
-        store = cast("PostgresTaskStore", self.store)
-        found = await self.in_thread(orphaned, store, task_id)
-        if found is None:
-            return
-        record, seen = found
-        target = await self._adoptable(record)
-        me = Owner.current()
-        message = (
-            f"its server stopped; adopted by {me.host}:{me.pid}, which waits for run {record.run_id} on a worker"
-            if target is not None
-            else "its server stopped"
-        )
-        if not await self.in_thread(claim, store, task_id, seen, message):
-            return
-        if target is None:
-            await self._fail_orphan(record)
-            return
-        self._adopt(record.with_(status="working", status_message=message, updated=time.time()), target)
-
-    async def _adoptable(self, record: TaskRecord) -> CallTarget | None:
-        """The pipeline tool of a task whose run was handed to the workers (None: not such a task)."""
-        service, run_id = self.pipelines, record.run_id
-        if service is None or service.queue is None or run_id is None or self.targets is None:
-            return None
-        target = self.targets(record.tool)
-        if not isinstance(target, CallTarget) or not target.is_pipeline:
-            return None
-        handed = await self.in_thread(cast("PgRunStore", service.store).source, run_id)  # kept for the workers
-        return target if handed is not None else None
-
-    def _adopt(self, record: TaskRecord, target: CallTarget) -> None:
-        """Run the adopted task here: its body waits for the run and makes its result."""
-        assert self.pipelines is not None and record.run_id is not None
-        task_id, run_id = record.task_id, record.run_id
-        execution = Execution(
-            tool=record.tool,
-            requester=record.requester,
-            principal=record.principal,
-            inbox=None,
-            idle_limit=float("inf"),
-        )
-        execution.run_ids.append(run_id)
-        expires = record.created + record.ttl_ms / 1000 if record.ttl_ms else float("inf")
-        work = run_outcome(self.pipelines, run_id, target.skill, expires)
-        ctx = SkillContext(skill=record.tool, run_id=run_id)
-        self.tasks[task_id] = execution
-        self.records[task_id] = record
-        execution.listeners.append(lambda e: self._changed(task_id, e))
-        self._heartbeat.add(task_id)
-        self.host.start(execution, lambda: target.finish(work, ctx))
-        if self.relay is not None:
-            self.relay.started(task_id, execution)
-        log.info("task %s of %s: %s", task_id[:8], record.tool, record.status_message)
 
     # -- creating --------------------------------------------------------------------------------
     async def create(
@@ -226,16 +175,21 @@ class TaskService:
         )
         ctx.progress_fn, ctx.log_fn = execution.report, execution.log
         ctx.extras[RUN_IDS_KEY] = execution.run_ids
-        self.tasks[record.task_id] = execution
-        self.records[record.task_id] = record
-        execution.listeners.append(lambda e: self._changed(record.task_id, e))
-        self._heartbeat.add(record.task_id)
         async with bound():
-            self.host.start(execution, target.body(arguments, ctx))
-        if self.relay is not None:
-            self.relay.started(record.task_id, execution)
+            self.run_here(record, execution, target.body(arguments, ctx))
         log.info("task %s: %s started for %s", record.task_id[:8], target.name, client or requester)
         return record
+
+    def run_here(self, record: TaskRecord, execution: Execution, body: Callable[[], Awaitable[CallToolResult]]) -> None:
+        """Run a task's body in this process (made here, or adopted), its record kept in the store."""
+        task_id = record.task_id
+        self.tasks[task_id] = execution
+        self.records[task_id] = record
+        execution.listeners.append(lambda e: self._changed(task_id, e))
+        self._heartbeat.add(task_id)
+        self.host.start(execution, body)
+        if self.relay is not None:
+            self.relay.started(task_id, execution)
 
     # -- reading ---------------------------------------------------------------------------------
     async def find(self, task_id: str, context: Any) -> TaskRecord | None:
@@ -248,8 +202,8 @@ class TaskService:
         if record.principal != principal:
             return None
         execution = self.tasks.get(task_id)
-        if execution is None and self.relay is not None and not record.terminal:
-            await self._take_over(task_id)  # its replica may be gone
+        if execution is None and self.adopter is not None and not record.terminal:
+            await self.adopter.take_over(task_id)  # its replica may be gone
             execution = self.tasks.get(task_id)
             record = self.records.get(task_id) or await self.in_thread(self.store.get, task_id) or record
         if execution is None and self.relay is not None and record.status == "input_required":
