@@ -10,7 +10,6 @@ queue and the skills folder.
 from __future__ import annotations
 
 import json
-
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -186,22 +185,41 @@ def _run_id(state: TaskState) -> str | None:
     return (state.meta or {}).get("io.orchestrator/run-id")
 
 
+def _adopting(tmp_path: Path, skills: Path, workers: Workers, pipeline: str = "long", text: str = LONG) -> Any:
+    """Replicas A and B on the workers' state and queue (logging what they do)."""
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    options = ("--state", workers.state, "--queue", workers.queue, "--log-level", "info")
+    return _replicas(homes, pipeline, text, *options, skills=skills)
+
+
+async def _kill_mid_run(a: Served, via_b: Client, task_id: str, log: Path, count: int) -> None:
+    """Once the task's run is on record and its worker has marked twice, SIGKILL replica A."""
+    await drive(via_b, task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
+    a.process.kill()
+    await a.process.wait()  # reaped: a zombie would still pass for a live process
+    assert len(_marks(log)) < count, "the run ended before its replica was killed: make it longer"
+
+
+@asynccontextmanager
+async def _orphaned(
+    tmp_path: Path, skills: Path, workers: Workers, count: int
+) -> AsyncIterator[tuple[Served, Client, str]]:
+    """A `long` task of `count` marks started through A, and A killed mid-run: (B, a client of
+    B, the task id); the marks go to tmp_path/marks.log."""
+    log = tmp_path / "marks.log"
+    async with _adopting(tmp_path, skills, workers) as (a, b), _client(b.url) as via_b:
+        async with _client(a.url) as via_a:
+            created = await start(via_a, "long", {"log": str(log), "count": count})
+        await _kill_mid_run(a, via_b, created.task_id, log, count)
+        yield b, via_b, created.task_id
+
+
 async def test_a_task_outlives_the_replica_that_created_it(tmp_path: Path, skills: Path, workers: Workers) -> None:
     """Replica A is killed (SIGKILL) while a worker runs its task's pipeline: B adopts the task and
     completes it with the run's real result, which the worker went on computing."""
-    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
     log = tmp_path / "marks.log"
-    options = ("--state", workers.state, "--queue", workers.queue, "--log-level", "info")
-    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
-        async with _client(b.url) as via_b:
-            async with _client(a.url) as via_a:
-                created = await start(via_a, "long", {"log": str(log), "count": 12})
-            # mid-run: its run is on record and the worker has marked twice
-            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
-            a.process.kill()
-            await a.process.wait()  # gone (not a zombie): its replica is dead to every test
-            assert len(_marks(log)) < 12, "the run ended before its replica was killed: make it longer"
-            done = await drive(via_b, created.task_id, timeout=120)
+    async with _orphaned(tmp_path, skills, workers, 12) as (b, via_b, task_id):
+        done = await drive(via_b, task_id, timeout=120)
     assert done.status == "completed", done
     assert done.result is not None and done.result["structuredContent"]["marked"] == 12
     assert not done.result.get("isError")
@@ -216,9 +234,7 @@ async def test_a_task_whose_replica_lives_is_never_adopted_by_another(
     """B, polled all through the run, sees A alive and leaves A's task to A."""
     import psycopg
 
-    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
     log = tmp_path / "marks.log"
-    options = ("--state", workers.state, "--queue", workers.queue, "--log-level", "info")
     owners: set[int] = set()
     seen: list[TaskState] = []
 
@@ -229,7 +245,7 @@ async def test_a_task_whose_replica_lives_is_never_adopted_by_another(
         owners.add(int(row[0]))
         return False
 
-    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
+    async with _adopting(tmp_path, skills, workers) as (a, b):
         async with _client(a.url) as via_a, _client(b.url) as via_b:
             created = await start(via_a, "long", {"log": str(log), "count": 6})
             done = await drive(via_b, created.task_id, seen=seen, until=owner, timeout=120)
@@ -260,19 +276,15 @@ async def test_an_adopted_task_whose_run_fails_ends_as_a_failed_call_does(
 ) -> None:
     """The run fails on the worker after A is gone: the task B completes carries the same error
     envelope (type, step, where, how to resume) as the same failure of a task A saw to its end."""
-    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
     bad = str(tmp_path / "no-such-folder" / "x.log")
-    options = ("--state", workers.state, "--queue", workers.queue)
-    async with _replicas(homes, "doomed", DOOMED, *options, skills=skills) as (a, b):
+    async with _adopting(tmp_path, skills, workers, "doomed", DOOMED) as (a, b):
         async with _client(b.url) as via_b:
             async with _client(a.url) as via_a:
                 arguments = {"log": str(tmp_path / "first.log"), "count": 1, "bad": bad}
                 normal = await drive(via_a, (await start(via_a, "doomed", arguments)).task_id, timeout=120)
                 log = tmp_path / "second.log"
                 created = await start(via_a, "doomed", {"log": str(log), "count": 12, "bad": bad})
-            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
-            a.process.kill()
-            await a.process.wait()
+            await _kill_mid_run(a, via_b, created.task_id, log, 12)
             adopted = await drive(via_b, created.task_id, timeout=120)
     assert normal.status == adopted.status == "completed"
     assert normal.result is not None and adopted.result is not None
@@ -290,23 +302,15 @@ async def test_an_adopted_task_whose_run_fails_ends_as_a_failed_call_does(
 async def test_an_adopted_task_cancelled_stops_its_run_on_the_worker(
     tmp_path: Path, skills: Path, workers: Workers
 ) -> None:
-    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
     log = tmp_path / "marks.log"
-    options = ("--state", workers.state, "--queue", workers.queue)
-    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
-        async with _client(b.url) as via_b:
-            async with _client(a.url) as via_a:
-                created = await start(via_a, "long", {"log": str(log), "count": 100})
-            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
-            a.process.kill()
-            await a.process.wait()
-            adopted = await drive(via_b, created.task_id, until=lambda s: "adopted" in (s.status_message or ""))
-            await cancel(via_b, created.task_id)
-            state = await drive(via_b, created.task_id, timeout=60)
-            run_id = _run_id(state)
-            with anyio.fail_after(120):  # the worker stops the run and records it so
-                while (run := _run(workers.state, run_id, tmp_path)) is None or run["status"] == "running":
-                    await anyio.sleep(0.1)
+    async with _orphaned(tmp_path, skills, workers, 100) as (_, via_b, task_id):
+        adopted = await drive(via_b, task_id, until=lambda s: "adopted" in (s.status_message or ""))
+        await cancel(via_b, task_id)
+        state = await drive(via_b, task_id, timeout=60)
+        run_id = _run_id(state)
+        with anyio.fail_after(120):  # the worker stops the run and records it so
+            while (run := _run(workers.state, run_id, tmp_path)) is None or run["status"] == "running":
+                await anyio.sleep(0.1)
     assert adopted.status == "working"
     assert state.status == "cancelled" and f"orchestrator runs resume {run_id}" in (state.status_message or "")
     assert run["status"] == "cancelled", run
@@ -322,21 +326,11 @@ async def test_a_replica_adopts_an_orphaned_task_that_no_client_asks_about(
     tmp_path: Path, skills: Path, workers: Workers
 ) -> None:
     """Nobody polls after A is killed: B finds the task on its own and completes it on record."""
-    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
-    log = tmp_path / "marks.log"
-    options = ("--state", workers.state, "--queue", workers.queue)
-    async with _replicas(homes, "long", LONG, *options, skills=skills) as (a, b):
-        async with _client(b.url) as via_b:
-            async with _client(a.url) as via_a:
-                created = await start(via_a, "long", {"log": str(log), "count": 8})
-            await drive(via_b, created.task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
-            a.process.kill()
-            await a.process.wait()
-            assert len(_marks(log)) < 8, "the run ended before its replica was killed: make it longer"
-            with anyio.fail_after(120):  # read from the database, not through a replica
-                while (task := _task(workers.state, created.task_id, tmp_path))["status"] != "completed":
-                    await anyio.sleep(0.2)
-            done = await get(via_b, created.task_id)
+    async with _orphaned(tmp_path, skills, workers, 8) as (_, via_b, task_id):
+        with anyio.fail_after(120):  # read from the database, not through a replica
+            while (task := _task(workers.state, task_id, tmp_path))["status"] != "completed":
+                await anyio.sleep(0.2)
+        done = await get(via_b, task_id)
     assert task["run_id"] == _run_id(done)
     assert done.status == "completed" and done.result is not None
     assert done.result["structuredContent"]["marked"] == 8
