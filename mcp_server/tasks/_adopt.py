@@ -1,14 +1,15 @@
 """A task whose replica is gone while a worker still runs its pipeline: another replica adopts it.
 
 With `--queue`, the replica that created a pipeline task only waits for the run a worker drives.
-When that replica stops (`kill -9`, a restart, a deploy) the run goes on and ends on the worker;
-what is lost is only the waiting. So a live replica that finds the task orphaned (its owner is
+When that replica dies (`kill -9`, a crash, a lost machine) the run goes on and ends on the
+worker; what is lost is only the waiting. So a live replica that finds the task orphaned (its owner is
 gone by the test the run history uses, `pipelines._owner.owner_alive`) takes it over: it claims
 the record with one conditional `UPDATE` (the owner it saw must still be there; the first
 replica wins, the others change nothing), waits for the run to end in the shared run history,
 and completes the task with the run's result, or its failure as the same error envelope a
 direct call returns. Tasks without a run handed to the workers keep the old ending: failed,
-naming the run that resumes them.
+naming the run that resumes them. (A replica stopped cleanly cancels its tasks' runs, resumable,
+as before: the queue's side of a run cancels it when its waiter is cancelled.)
 """
 
 from __future__ import annotations

@@ -55,8 +55,6 @@ class Execution:
         self.finished = anyio.Event()
         self.progress: tuple[float, float | None, str | None] | None = None
         self.listeners: list[Listener] = []
-        self._runs_told = 0
-        """How many of `run_ids` the listeners were told of (another replica adopts a task by its run)."""
         self.touched = time.monotonic()
         self._attached = 0
         self._progress_sink: ProgressFn | None = None
@@ -74,9 +72,6 @@ class Execution:
             await _quietly(sink(done, total, message), "progress")
 
     async def log(self, level: LogLevel, message: str) -> None:
-        if len(self.run_ids) != self._runs_told:  # a run started (it says so first): on record at once
-            self._runs_told = len(self.run_ids)
-            self._tell()
         sink = self._log_sink
         if sink is not None:
             await _quietly(sink(level, message), "log")

@@ -28,7 +28,7 @@ from mcp_types import CallToolResult
 
 from pipelines._owner import Heartbeat
 from skills import SkillContext
-from skills.core.base import LogFn, ProgressFn
+from skills.core.base import LogFn, LogLevel, ProgressFn
 from skills.core.errors import LimitExceededError
 
 from .._results import error_result
@@ -174,11 +174,25 @@ class TaskService:
             idle_limit=record.ttl_ms / 1000 if record.ttl_ms else float("inf"),
         )
         ctx.progress_fn, ctx.log_fn = execution.report, execution.log
+        if self.adopter is not None:  # shared state: another replica adopts the task by its run id
+            ctx.log_fn = self._noting_runs(record.task_id, execution)
         ctx.extras[RUN_IDS_KEY] = execution.run_ids
         async with bound():
             self.run_here(record, execution, target.body(arguments, ctx))
         log.info("task %s: %s started for %s", record.task_id[:8], target.name, client or requester)
         return record
+
+    def _noting_runs(self, task_id: str, execution: Execution) -> LogFn:
+        """The task's log channel, which also puts its run id on record as soon as the run says it
+        started (progress may come much later, and the replica may die before)."""
+
+        async def log_fn(level: LogLevel, message: str) -> None:
+            record = self.records.get(task_id)
+            if execution.run_ids and record is not None and record.run_id is None:
+                self._changed(task_id, execution)
+            await execution.log(level, message)
+
+        return log_fn
 
     def run_here(self, record: TaskRecord, execution: Execution, body: Callable[[], Awaitable[CallToolResult]]) -> None:
         """Run a task's body in this process (made here, or adopted), its record kept in the store."""
