@@ -22,6 +22,7 @@ from typing import Any, cast
 
 import anyio
 from docket import Docket
+from redis.exceptions import RedisError
 
 __all__ = ["POLL", "Completions", "announce", "channel"]
 
@@ -46,7 +47,7 @@ async def announce(docket: Docket, run_id: str, key: str, outcome: dict[str, Any
     try:
         async with docket.redis() as redis:
             await redis.publish(channel(docket, run_id), text)
-    except (OSError, ConnectionError) as exc:  # redis-py's errors derive from these; the driver polls
+    except (OSError, RedisError) as exc:  # the driver polls: a lost message costs latency only
         log.warning("could not announce item %s: %s", key, exc)
 
 
@@ -74,7 +75,11 @@ class Completions:
             confirmed = self._confirmed.get(name)
             if confirmed is None:
                 confirmed = self._confirmed[name] = anyio.Event()
-                await self._pubsub.subscribe(name)
+                try:
+                    await self._pubsub.subscribe(name)
+                except BaseException:  # (Redis down: the next item subscribes again)
+                    del self._confirmed[name]
+                    raise
             if self._reader is None:  # after the first subscription: reading needs a connection
                 self._reader = asyncio.get_running_loop().create_task(self._read())
         with anyio.move_on_after(POLL):  # not confirmed: the poll still finds the outcome
@@ -93,7 +98,7 @@ class Completions:
             if self._confirmed.pop(name, None) is not None and not self._waiting.pop(name, None):
                 try:
                     await self._pubsub.unsubscribe(name)
-                except (OSError, ConnectionError) as exc:
+                except (OSError, RedisError) as exc:
                     log.debug("unsubscribe %s: %s", name, exc)
 
     async def aclose(self) -> None:
@@ -117,7 +122,7 @@ class Completions:
         while True:
             try:
                 message = await self._pubsub.get_message(timeout=None)
-            except (OSError, ConnectionError) as exc:  # redis-py reconnects and subscribes again
+            except (OSError, RedisError) as exc:  # redis-py reconnects and subscribes again
                 log.warning("item messages: %s; reconnecting", exc)
                 await anyio.sleep(0.5)
                 continue

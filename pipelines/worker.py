@@ -121,6 +121,7 @@ class WorkerHost:
                 ) as doer,
             ):
                 HOSTS[driver] = HOSTS[doer] = self
+                await anyio.to_thread.run_sync(_warm_up)
                 if ready is not None:
                     ready()
                 async with anyio.create_task_group() as tg:
@@ -288,6 +289,15 @@ class _Progress:
         if int(done) > self._done:
             await self._progress.increment(int(done) - self._done)
             self._done = int(done)
+
+
+def _warm_up() -> None:
+    """Import what driving a run needs (LangGraph, its PostgreSQL checkpointer: ~1 s) before the
+    worker says it is ready, not while its first run waits."""
+    import importlib
+
+    for module in ("langgraph.graph", "langgraph.types", "langgraph.checkpoint.postgres.aio"):
+        importlib.import_module(module)
 
 
 def _me() -> str:
