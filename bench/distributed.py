@@ -1,18 +1,26 @@
 """The distributed mode: a 1,000-item parallel `for` on 1, 2 and 3 workers, and its overhead.
 
 Starts its own PostgreSQL and Redis on loopback ports (as the tests do: tests/_scale.py) and
-`orchestrator worker` subprocesses (`--concurrency 8` each). The skill is a *script* skill
+`orchestrator worker` subprocesses. The skill is a *script* skill
 (`scripts/tick.sh`, a subprocess per call, confined when bubblewrap is there): it reads its JSON
 arguments, sleeps 50 ms and prints them back -- its 50 ms are waiting, not computing (a shell
 script, not a Python one: a Python start-up per item costs ~20 ms of CPU, which on a 2-core
 machine, not the workers, would bound the speed-up). Measured in one run:
 
 - wall time of `orchestrator run --state --queue` of a 1,000-item parallel `for` (`max_parallel:
-  1000`) with 1, 2 and 3 workers; ratio = time(1 worker) / time(N workers);
+  1000`) with 1, 2 and 3 workers; ratio = time(1 worker) / time(N workers), and how busy the
+  machine's CPUs were meanwhile;
+- each worker takes `--concurrency` items at once (1 by default). The workers stand for machines,
+  and here they all share this one: an item costs ~30 ms of CPU in all (the worker, the jail and
+  its bootstrap, the run's driver, Redis, PostgreSQL), so on a 2-core machine one worker taking 8
+  items at once already keeps the CPUs ~85 % busy and no number of workers can go much faster
+  (`--also-concurrency 8` measures 1 and 3 workers at 8 too, and prints how busy the CPUs were).
+  With 1 at once, three workers together need less than this machine has, as three machines
+  would;
 - a 50-step sequential pipeline of a python skill (adds two ints) run embedded (`orchestrator run`,
   state.sqlite) and distributed (`--state --queue`, one worker); ratio = distributed / embedded.
 
-    .venv/bin/python bench/distributed.py [--items N] [--steps N]
+    .venv/bin/python bench/distributed.py [--items N] [--steps N] [--concurrency N] [--also-concurrency N]
 
 Budget (issue 14): 3 workers >= 2.5x faster than 1.
 """
@@ -111,28 +119,45 @@ class Env:
         return took, json.loads(done.stdout)
 
 
+def _busy() -> tuple[int, int]:
+    """CPU time (busy, total) of this machine so far, in clock ticks (Linux /proc/stat)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # minus idle and iowait
+
+
+def _loop_on(env: Env, loop: Path, items: int, n: int, concurrency: int) -> float:
+    """Wall time of the loop on `n` fresh workers taking `concurrency` items each."""
+    workers = Workers(env.root, env.skills, env.state, env.queue, concurrency)
+    try:
+        for i in range(n):
+            workers.start(f"c{concurrency}-n{n}-w{i}")
+        before = _busy()
+        took, result = env.run(loop, "--input", f"count={items}")
+        after = _busy()
+        busy, total = after[0] - before[0], after[1] - before[1]
+        assert result["ticked"] == items, result
+    finally:
+        workers.stop()
+    print(f"ABS loop_{items}_items_{n}_workers_concurrency_{concurrency}_s {took:.2f} (CPUs {busy / total:.0%} busy)")
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=1, help="items one worker takes at once")
+    parser.add_argument("--also-concurrency", type=int, default=0, help="also 1 and 3 workers at this concurrency")
     args = parser.parse_args()
     pg, redis = PostgresServer(), RedisServer()
     try:
         with c.bench_env() as root:
             env = Env(root, _skills(root), pg.database(), redis.url)
             loop, chain = _loop(root, args.items), _chain(root, args.steps)
-            times: dict[int, float] = {}
+            times = {n: _loop_on(env, loop, args.items, n, args.concurrency) for n in (1, 2, 3)}
+            other = args.also_concurrency
+            extra = {n: _loop_on(env, loop, args.items, n, other) for n in (1, 3)} if other else {}
             workers = Workers(root, env.skills, env.state, env.queue)
-            for n in (1, 2, 3):
-                try:
-                    for i in range(n):
-                        workers.start(f"n{n}-w{i}")
-                    took, result = env.run(loop, "--input", f"count={args.items}")
-                    assert result["ticked"] == args.items, result
-                    times[n] = took
-                finally:
-                    workers.stop()
-                print(f"ABS loop_{args.items}_items_{n}_workers_s {took:.2f}")
             workers.start("chain")
             try:
                 embedded, distributed = [], []
@@ -149,6 +174,8 @@ def main() -> None:
                 verdict = "" if n == 2 else (" OK" if speedup >= BUDGET else " MISSED")
                 budget = " (budget >= 2.5)" if n == 3 else ""
                 print(f"RATIO loop_speedup_{n}_workers {speedup:.2f}{budget}{verdict}")
+            if extra:
+                print(f"RATIO loop_speedup_3_workers_at_concurrency_{other} {extra[1] / extra[3]:.2f} (CPU-bound here)")
             print(f"RATIO chain_distributed_over_embedded {dist / emb:.2f}")
     finally:
         pg.stop()

@@ -205,6 +205,9 @@ def fan_start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
         run, items = await _begin_loop(run_context(runtime), step, state["scope"])
         ctl = {f"{step.id}:run": run, f"{step.id}:n": len(items), f"{step.id}:items": items, f"{step.id}:wave": 0}
+        # Its round: the step runs again in each turn of a sequential `for` or `while` around it,
+        # and a worker's recorded item must be of this turn (the distributed mode keys items by it).
+        ctl[f"{step.id}:round"] = (state["ctl"].get(f"{step.id}:round") or 0) + 1
         return {"ctl": ctl, "fanin": {step.id: None}}
 
     return node
@@ -258,10 +261,10 @@ def fan_router(step: StepSpec, item_node: str) -> Callable[[RunState], Any]:
             return f"{step.id}.done"
         scope = state["scope"]
         shared = dict(scope) if reads is None else {k: scope[k] for k in reads if k in scope}
-        items = ctl[f"{step.id}:items"]
+        items, round_ = ctl[f"{step.id}:items"], ctl.get(f"{step.id}:round", 0)
         # Each Send is stored in the checkpoint: it carries the item and what the body reads.
         return [
-            Send(item_node, {"scope": shared, "item": items[i], "index": i, "n": n})
+            Send(item_node, {"scope": shared, "item": items[i], "index": i, "n": n, "round": round_})
             for i in range(first, min(first + WAVE, n))
         ]
 

@@ -109,6 +109,15 @@ class PgRunStore(RunStore):
         )
         return None if row is None else json.loads(row[0])
 
+    def items(self, run_id: str, step_id: str) -> dict[int, dict[str, Any]]:
+        """The recorded results of a parallel step's items, by index (a resumed run's finished ones)."""
+        rows = self._do(
+            lambda conn: conn.execute(
+                "SELECT idx, entry FROM orchestrator_items WHERE run_id=? AND step_id=?", (run_id, step_id)
+            ).fetchall()
+        )
+        return {int(idx): json.loads(entry) for idx, entry in rows}
+
     def put_item(self, run_id: str, step_id: str, index: int, entry: dict[str, Any], worker: str) -> bool:
         """Record an item's result; False when it was recorded already (the first one stays)."""
         cursor = self._do(

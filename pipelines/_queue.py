@@ -17,6 +17,7 @@ its envelope (type, message, hint, where), and the caller raises it as the same 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 import weakref
@@ -29,6 +30,7 @@ from docket import CurrentWorker, Docket, ExecutionCancelled, ExecutionState, Pr
 
 from skills import SkillCancelledError, SkillRunError, SkillsError
 
+from ._completions import POLL, Completions, announce
 from .errors import PipelineError, RunLimitError, RunLimitExceeded, StepFailed
 
 __all__ = [
@@ -37,6 +39,8 @@ __all__ = [
     "Outcome",
     "Queue",
     "failure",
+    "item_key",
+    "item_slot",
     "orchestrator_item",
     "orchestrator_run",
     "pooled",
@@ -48,9 +52,8 @@ log = logging.getLogger("pipelines.queue")
 RUNS = "orchestrator-runs"
 ITEMS = "orchestrator-items"
 IN_FLIGHT = 64
-"""Loop items one process waits for at once: each wait holds a Redis connection (pub/sub) of a
-pool of `POOL` (a run with `max_parallel: 1000` would exhaust it). More than the workers can run
-at once gains nothing."""
+"""Loop items one process keeps queued at once: more than the workers can run at once gains
+nothing, and fewer queued keeps the queue fair between runs."""
 POOL = 512
 """Redis connections per docket and process (redis-py's default, 100, caps the runs a replica
 waits for)."""
@@ -69,6 +72,8 @@ class Outcome(TypedDict, total=False):
     status: Literal["succeeded", "failed", "cancelled", "done"]
     result: dict[str, Any]
     """A run's result (succeeded)."""
+    update: dict[str, Any]
+    """An item's result (done), in the message to the run's driver only."""
     error: dict[str, Any]
     """The failure: `type`, `message`, `hint`, `where`, `retryable`, and `limit` or `step` when known."""
 
@@ -143,8 +148,24 @@ async def orchestrator_item(
     *,
     worker: Any = CurrentWorker(),  # noqa: B008
 ) -> Outcome:
-    """Run one item of a parallel loop on this worker and record its result."""
-    return await _host(worker).item(run_id, step_id, payload)
+    """Run one item of a parallel loop on this worker, record its result and tell the run's driver
+    (the message carries the result; Docket keeps the outcome without it)."""
+    outcome = await _host(worker).item(run_id, step_id, payload)
+    await announce(worker.docket, run_id, item_key(run_id, step_id, payload), dict(outcome))
+    outcome.pop("update", None)
+    return outcome
+
+
+def item_slot(step_id: str, payload: dict[str, Any]) -> str:
+    """Which run of a parallel step an item belongs to: the step's id, and its round when the step
+    runs more than once in a run (inside a sequential `for` or a `while`)."""
+    round_ = payload.get("round")
+    return f"{step_id}@{round_}" if round_ else step_id
+
+
+def item_key(run_id: str, step_id: str, payload: dict[str, Any]) -> str:
+    """The queue's key of one item: one item of one round of one step of one run."""
+    return f"item:{run_id}:{item_slot(step_id, payload)}:{payload['index']}"
 
 
 # -- the side that hands work out -------------------------------------------------------------------
@@ -153,13 +174,11 @@ class Queue:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._open: tuple[Any, dict[str, Docket], AsyncExitStack] | None = None
+        self._open: tuple[Any, dict[str, Docket], AsyncExitStack, Completions] | None = None
         self._lock = anyio.Lock()
         self._in_flight = anyio.CapacityLimiter(IN_FLIGHT)
 
     async def docket(self, name: str) -> Docket:
-        import asyncio
-
         loop = asyncio.get_running_loop()
         async with self._lock:
             if self._open is None or self._open[0] is not loop:
@@ -169,8 +188,20 @@ class Queue:
                 }
                 dockets[RUNS].register(orchestrator_run)
                 dockets[ITEMS].register(orchestrator_item)
-                self._open = (loop, dockets, stack)
+                done = Completions(dockets[ITEMS])
+                stack.push_async_callback(done.aclose)
+                self._open = (loop, dockets, stack, done)
             return self._open[1][name]
+
+    async def _completions(self) -> Completions:
+        await self.docket(ITEMS)
+        assert self._open is not None
+        return self._open[3]
+
+    async def release(self, run_id: str) -> None:
+        """The run is no longer driven here (its items' messages go elsewhere)."""
+        if self._open is not None:
+            await self._open[3].release(run_id)
 
     async def aclose(self) -> None:
         opened, self._open = self._open, None
@@ -193,11 +224,7 @@ class Queue:
                     total = event.get("total")
                     current = float(event["current"] or 0)
                     await progress(current, float(total) if total else None, event.get("message"))
-                elif event["type"] == "state" and ExecutionState(event["state"]) in (  # (Docket's type says str)
-                    ExecutionState.COMPLETED,
-                    ExecutionState.FAILED,
-                    ExecutionState.CANCELLED,
-                ):
+                elif event["type"] == "state" and ExecutionState(event["state"]) in _ENDED:  # (Docket says str)
                     break
             return await _result(execution)
         except anyio.get_cancelled_exc_class():
@@ -206,17 +233,27 @@ class Queue:
             raise
 
     async def item(self, run_id: str, step_id: str, payload: dict[str, Any]) -> Outcome:
-        """Hand one loop item to the workers (once: its key names it) and wait for its outcome."""
+        """Hand one loop item to the workers (once: its key names it) and wait for its outcome
+        (`update`: its result, when the message carried it)."""
         items = await self.docket(ITEMS)
-        key = f"item:{run_id}:{step_id}:{payload['index']}"
+        done = await self._completions()
+        key = item_key(run_id, step_id, payload)
         async with self._in_flight:
-            execution = await items.add(orchestrator_item, key=key)(run_id, step_id, payload)
+            heard = await done.expect(run_id, key)
             try:
-                return await _result(execution)
+                execution = await items.add(orchestrator_item, key=key)(run_id, step_id, payload)
+                while True:
+                    with anyio.move_on_after(POLL):  # (shielded: a timed-out await cancels the future)
+                        return cast("Outcome", await asyncio.shield(heard))
+                    await execution.sync()  # no message yet: ask Docket (a lost message costs this)
+                    if ExecutionState(execution.state) in _ENDED:
+                        return await _result(execution)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
                     await items.cancel(key)
                 raise
+            finally:
+                done.forget(run_id, key)
 
     @asynccontextmanager
     async def session(self) -> AsyncGenerator[Queue]:
@@ -225,6 +262,9 @@ class Queue:
             yield self
         finally:
             await self.aclose()
+
+
+_ENDED = (ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED)
 
 
 async def _result(execution: Any) -> Outcome:

@@ -29,11 +29,22 @@ import anyio
 import anyio.to_thread
 
 from skills import SkillContext, SkillsError
-from skills.core.budget import AGENT_BUDGET_KEY
+from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
 
 from ._loops import run_item
 from ._owner import Owner
-from ._queue import HOSTS, ITEMS, RUNS, Outcome, failure, orchestrator_item, orchestrator_run, pooled, raise_outcome
+from ._queue import (
+    HOSTS,
+    ITEMS,
+    RUNS,
+    Outcome,
+    failure,
+    item_slot,
+    orchestrator_item,
+    orchestrator_run,
+    pooled,
+    raise_outcome,
+)
 from .errors import PipelineError, StepFailed
 from .runtime import RunContext
 from .service import HERE_KEY, ITEM_KEY, PipelineService
@@ -78,6 +89,14 @@ class WorkerHost:
         self.concurrency = concurrency
         self.redelivery_timeout = redelivery_timeout
         self._skills: dict[str, PipelineSkill] = {}
+        self._runs: dict[str, tuple[str, PipelineSkill]] = {}
+        """The pipeline of each run this worker ran items of (a run's YAML never changes)."""
+        self._budgets: dict[str, RunBudget] = {}
+        """The agents' limits of each run this worker ran items of, counted run-wide (one per run)."""
+        self._recorded: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+        """Items found recorded when a run driven here reached a parallel step (run, slot): a
+        resumed run takes them instead of queueing them again."""
+        self._reading = anyio.Lock()
         service.dispatch = self.dispatch
 
     async def serve(self, ready: Callable[[], None] | None = None) -> None:
@@ -102,6 +121,7 @@ class WorkerHost:
                 ) as doer,
             ):
                 HOSTS[driver] = HOSTS[doer] = self
+                await anyio.to_thread.run_sync(_warm_up)
                 if ready is not None:
                     ready()
                 async with anyio.create_task_group() as tg:
@@ -122,6 +142,17 @@ class WorkerHost:
         if record.status == "succeeded":
             return {"status": "succeeded", "result": record.result or {}}
         try:
+            return await self._drive(record, progress)
+        finally:
+            for key in [k for k in self._recorded if k[0] == run_id]:
+                del self._recorded[key]
+            if self.service.queue is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.service.queue.release(run_id)
+
+    async def _drive(self, record: RunRecord, progress: Any) -> Outcome:
+        run_id = record.run_id
+        try:
             skill = await self._skill(record)
             resume = await self.service.has_checkpoint(run_id)
             await self._io(self.store.resumed, run_id)  # running, in this process
@@ -141,33 +172,34 @@ class WorkerHost:
     # -- items -------------------------------------------------------------------------------------
     async def dispatch(self, run_id: str, step: StepSpec, payload: dict[str, Any]) -> dict[str, Any]:
         """The coordinator's side of one item: its recorded result, or the queue runs it first."""
-        index = payload["index"]
-        update = await self._io(self.store.item, run_id, step.id, index)
+        index, slot = payload["index"], item_slot(step.id, payload)
+        async with self._reading:  # the step's recorded items, read once for all its items
+            recorded = self._recorded.get((run_id, slot))
+            if recorded is None:
+                recorded = self._recorded[run_id, slot] = await self._io(self.store.items, run_id, slot)
+        update = recorded.pop(index, None)
         if update is None:
             assert self.service.queue is not None
             outcome = await self.service.queue.item(run_id, step.id, payload)
             if outcome.get("status") != "done":
                 raise_outcome(outcome, item=True)
-            update = await self._io(self.store.item, run_id, step.id, index)
+            update = outcome.get("update") or await self._io(self.store.item, run_id, slot, index)
             if update is None:
                 raise StepFailed(f"step '{step.id}': item {index + 1} finished but left no result", step_id=step.id)
         return update
 
     async def item(self, run_id: str, step_id: str, payload: dict[str, Any]) -> Outcome:
         """Run one loop item here and record its result (nothing to do when it was recorded already)."""
-        index = payload["index"]
-        if await self._io(self.store.item, run_id, step_id, index) is not None:
+        index, slot = payload["index"], item_slot(step_id, payload)
+        if await self._io(self.store.item, run_id, slot, index) is not None:
             return {"status": "done"}
         try:
-            record = await self._io(self.store.get, run_id)
-            if record is None:
-                raise PipelineError(f"no run '{run_id}' in the shared state")
-            skill = await self._skill(record)
+            pipeline, skill = await self._run_skill(run_id)
             compiled = skill.compiled()
             step = next((s for s in skill.spec.walk() if s.id == step_id), None)
             if step is None:
-                raise PipelineError(f"pipeline {record.pipeline} has no step '{step_id}'")
-            ctx = self._context(record.pipeline, run_id)
+                raise PipelineError(f"pipeline {pipeline} has no step '{step_id}'")
+            ctx = self._context(pipeline, run_id)
             ctx.extras[ITEM_KEY] = True
             budget = self.service.budget(skill, ctx)
             run = RunContext(
@@ -175,9 +207,9 @@ class WorkerHost:
                 spec=skill.spec,
                 run_id=run_id,
                 skill_ctx=ctx,
-                artifact_dir=self.service.artifact_dir(record.pipeline, run_id),
+                artifact_dir=self.service.artifact_dir(pipeline, run_id),
                 budget=budget,
-                agents=await self._io(self.store.agent_budget, run_id, budget.limits),  # counted run-wide
+                agents=await self._agents(run_id, budget.limits),
             )
             update = await run_item(run, step, compiled.bodies.get(step_id), compiled.state_vars, payload)
         except Exception as exc:  # why: the run that waits reports the failure as the step's
@@ -187,14 +219,36 @@ class WorkerHost:
             if "error" in outcome:
                 outcome["error"].setdefault("step", step_id)
             return outcome
-        await self._io(self.store.put_item, run_id, step_id, index, update, self.name)
-        return {"status": "done"}
+        await self._io(self.store.put_item, run_id, slot, index, update, self.name)
+        return {"status": "done", "update": update}
 
     # -- helpers -----------------------------------------------------------------------------------
     def _context(self, pipeline: str, run_id: str) -> SkillContext:
         ctx = self.make_ctx(pipeline, run_id)
         ctx.extras[HERE_KEY] = True  # what this run calls runs here, not through the queue again
         return ctx
+
+    async def _run_skill(self, run_id: str) -> tuple[str, PipelineSkill]:
+        """The pipeline (its id, and it compiled) of a run whose items run here (read once per run)."""
+        known = self._runs.get(run_id)
+        if known is None:
+            record = await self._io(self.store.get, run_id)
+            if record is None:
+                raise PipelineError(f"no run '{run_id}' in the shared state")
+            known = (record.pipeline, await self._skill(record))
+            if len(self._runs) > 256:
+                self._runs.clear()
+                self._budgets.clear()
+            self._runs[run_id] = known
+        return known
+
+    async def _agents(self, run_id: str, limits: Any) -> RunBudget:
+        """The run's agents' budget: what every worker's agents of this run spent (read once here;
+        each model call adds to it and takes back the run-wide total)."""
+        budget = self._budgets.get(run_id)
+        if budget is None:
+            budget = self._budgets[run_id] = await self._io(self.store.agent_budget, run_id, limits)
+        return budget
 
     async def _skill(self, record: RunRecord) -> PipelineSkill:
         """The run's pipeline, from the YAML it recorded (verified and compiled once per text)."""
@@ -235,6 +289,15 @@ class _Progress:
         if int(done) > self._done:
             await self._progress.increment(int(done) - self._done)
             self._done = int(done)
+
+
+def _warm_up() -> None:
+    """Import what driving a run needs (LangGraph, its PostgreSQL checkpointer: ~1 s) before the
+    worker says it is ready, not while its first run waits."""
+    import importlib
+
+    for module in ("langgraph.graph", "langgraph.types", "langgraph.checkpoint.postgres.aio"):
+        importlib.import_module(module)
 
 
 def _me() -> str:

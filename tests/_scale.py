@@ -256,8 +256,9 @@ def _env(home: Path) -> dict[str, str]:
 class Workers:
     """`orchestrator worker` subprocesses on one state and queue."""
 
-    def __init__(self, root: Path, skills: Path, state: str, queue: str) -> None:
+    def __init__(self, root: Path, skills: Path, state: str, queue: str, concurrency: int = 8) -> None:
         self.root, self.skills, self.state, self.queue = root, skills, state, queue
+        self.concurrency = concurrency
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, env: dict[str, str] | None = None) -> None:
@@ -265,7 +266,8 @@ class Workers:
         self.procs[name] = subprocess.Popen(
             [
                 *(str(ORCHESTRATOR), "worker", "--state", self.state, "--queue", self.queue, "--name", name),
-                *("--skills", str(self.skills), "--concurrency", "8", "--redelivery-timeout", str(REDELIVERY)),
+                *("--skills", str(self.skills), "--concurrency", str(self.concurrency)),
+                *("--redelivery-timeout", str(REDELIVERY)),
             ],
             env=_env(self.root / name) | (env or {}),
             stdout=subprocess.DEVNULL,

@@ -94,6 +94,37 @@ def test_a_thousand_items_of_a_parallel_for_run_on_both_workers(tmp_path: Path, 
     assert sum(shown["workers"].values()) == 1000
 
 
+ROUNDS = """
+id: rounds
+inputs: {log: {type: string}}
+steps:
+  - id: outer
+    for: {items: [10, 20, 30], variable: o}
+    steps:
+      - id: inner
+        for: {items: [1, 2], variable: i, parallel: true}
+        skill: tick
+        parameters: {log: "{{ log }}", n: "{{ o + i }}", pause: 0}
+outputs: {seen: "{{ outer | map(attribute='inner') | list }}"}
+"""
+
+
+def test_a_parallel_for_inside_a_sequential_one_runs_its_items_again_each_turn(
+    tmp_path: Path, workers: Workers
+) -> None:
+    """Each turn of the outer loop runs the inner items with that turn's values (not the first
+    turn's results again, which the workers recorded under the same step and index)."""
+    pipeline, log = tmp_path / "rounds.yaml", tmp_path / "ticks.log"
+    pipeline.write_text(ROUNDS)
+    flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
+    ran = run_cli("run", str(pipeline), "--input", f"log={log}", *flags, env=_env(tmp_path / "client"), cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    assert ran.json()["seen"] == [[{"n": 11}, {"n": 12}], [{"n": 21}, {"n": 22}], [{"n": 31}, {"n": 32}]]
+    assert sorted(line for line in _lines(log) if line.startswith("done")) == sorted(
+        f"done {n}" for n in (11, 12, 21, 22, 31, 32)
+    )
+
+
 def test_a_worker_killed_mid_run_leaves_the_run_to_the_other_without_rerunning_finished_items(
     tmp_path: Path, workers: Workers
 ) -> None:
