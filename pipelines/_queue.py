@@ -18,6 +18,7 @@ its envelope (type, message, hint, where), and the caller raises it as the same 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -33,6 +34,7 @@ from redis.exceptions import RedisError
 from skills import SkillCancelledError, SkillRunError, SkillsError
 
 from ._completions import POLL, Completions, announce
+from ._relay import Answerer, RelayProvider
 from .errors import PipelineError, RunLimitError, RunLimitExceeded, StepFailed
 
 __all__ = [
@@ -213,13 +215,31 @@ class Queue:
             with anyio.CancelScope(shield=True):
                 await opened[2].aclose()
 
-    async def run(self, run_id: str, progress: Callable[[float, float | None, str | None], Awaitable[None]]) -> Outcome:
-        """Hand a run to the workers and wait for its outcome, passing its progress on.
+    async def run(
+        self,
+        run_id: str,
+        progress: Callable[[float, float | None, str | None], Awaitable[None]],
+        model: Any = None,
+    ) -> Outcome:
+        """Hand a run to the workers and wait for its outcome, passing its progress on, and
+        answering its requests for the client's model with `model` (the call's access) meanwhile.
 
         Cancelled (the caller gave up): the run's task is cancelled too, and the worker records
         the run as cancelled (resumable).
         """
         runs = await self.docket(RUNS)
+        async with AsyncExitStack() as stack:
+            if model is not None:
+                await stack.enter_async_context(Answerer(runs, run_id, model).serving())
+            return await self._run(runs, run_id, progress)
+
+    def relay(self, run_id: str) -> RelayProvider:
+        """A worker's way to the client's model of `run_id` (the replica that started it answers)."""
+        return RelayProvider(functools.partial(self.docket, RUNS), run_id)
+
+    async def _run(
+        self, runs: Docket, run_id: str, progress: Callable[[float, float | None, str | None], Awaitable[None]]
+    ) -> Outcome:
         key = f"run:{run_id}:{uuid.uuid4().hex[:8]}"
         execution = await runs.add(orchestrator_run, key=key)(run_id)
         lost: float | None = None  # since when Redis has been unreachable

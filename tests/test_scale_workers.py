@@ -261,3 +261,24 @@ def test_the_agent_limits_of_a_run_count_every_workers_items_together(
     data = ran.json()
     assert data["statuses"] == ["success", "success", "budget_exceeded", "budget_exceeded"], data["summaries"]
     assert len(stub.requests) == 2
+
+
+def test_a_queued_run_that_needs_a_model_nobody_offers_fails_saying_how_to_get_one(
+    tmp_path: Path, tick: Path, pg_url: str, redis_url: str
+) -> None:
+    """`orchestrator run --queue` has no client and here no API key: the worker's prompt step asks
+    the starting process, which answers that no model can, with the hint; the run fails at that step."""
+    write_skill(
+        tick,
+        "tell",
+        contract={"inputs": {"type": "object"}, "run": {"prompt": "prompt.md"}},
+        files={"prompt.md": "Write a line."},
+    )
+    pipeline = tmp_path / "story.yaml"
+    pipeline.write_text("id: story\nsteps:\n  - id: line\n    skill: tell\noutputs: {line: '{{ line }}'}\n")
+    with two_workers(tmp_path, tick, pg_url, redis_url) as workers:
+        flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(tick))
+        ran = run_cli("run", str(pipeline), *flags, env=_env(tmp_path / "client"), cwd=tmp_path, timeout=300)
+    assert ran.code != 0
+    assert "step 'line'" in ran.err and "no model provider can answer" in ran.err, ran.err
+    assert "ANTHROPIC_API_KEY" in ran.err, ran.err
