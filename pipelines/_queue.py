@@ -18,7 +18,9 @@ its envelope (type, message, hint, where), and the caller raises it as the same 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 import uuid
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -27,10 +29,12 @@ from typing import Any, Literal, Protocol, TypedDict, cast
 
 import anyio
 from docket import CurrentWorker, Docket, ExecutionCancelled, ExecutionState, Progress
+from redis.exceptions import RedisError
 
 from skills import SkillCancelledError, SkillRunError, SkillsError
 
 from ._completions import POLL, Completions, announce
+from ._relay import Answerer, RelayProvider
 from .errors import PipelineError, RunLimitError, RunLimitExceeded, StepFailed
 
 __all__ = [
@@ -54,6 +58,8 @@ ITEMS = "orchestrator-items"
 IN_FLIGHT = 64
 """Loop items one process keeps queued at once: more than the workers can run at once gains
 nothing, and fewer queued keeps the queue fair between runs."""
+GIVE_UP = 120.0
+"""Seconds without Redis after which the caller of a queued run stops waiting (the run goes on)."""
 POOL = 512
 """Redis connections per docket and process (redis-py's default, 100, caps the runs a replica
 waits for)."""
@@ -209,24 +215,55 @@ class Queue:
             with anyio.CancelScope(shield=True):
                 await opened[2].aclose()
 
-    async def run(self, run_id: str, progress: Callable[[float, float | None, str | None], Awaitable[None]]) -> Outcome:
-        """Hand a run to the workers and wait for its outcome, passing its progress on.
+    async def run(
+        self,
+        run_id: str,
+        progress: Callable[[float, float | None, str | None], Awaitable[None]],
+        model: Any = None,
+    ) -> Outcome:
+        """Hand a run to the workers and wait for its outcome, passing its progress on, and
+        answering its requests for the client's model with `model` (the call's access) meanwhile.
 
         Cancelled (the caller gave up): the run's task is cancelled too, and the worker records
         the run as cancelled (resumable).
         """
         runs = await self.docket(RUNS)
+        async with AsyncExitStack() as stack:
+            if model is not None:
+                await stack.enter_async_context(Answerer(runs, run_id, model).serving())
+            return await self._run(runs, run_id, progress)
+
+    def relay(self, run_id: str) -> RelayProvider:
+        """A worker's way to the client's model of `run_id` (the replica that started it answers)."""
+        return RelayProvider(functools.partial(self.docket, RUNS), run_id)
+
+    async def _run(
+        self, runs: Docket, run_id: str, progress: Callable[[float, float | None, str | None], Awaitable[None]]
+    ) -> Outcome:
         key = f"run:{run_id}:{uuid.uuid4().hex[:8]}"
         execution = await runs.add(orchestrator_run, key=key)(run_id)
+        lost: float | None = None  # since when Redis has been unreachable
         try:
-            async for event in execution.subscribe():
-                if event["type"] == "progress" and event.get("current") is not None:
-                    total = event.get("total")
-                    current = float(event["current"] or 0)
-                    await progress(current, float(total) if total else None, event.get("message"))
-                elif event["type"] == "state" and ExecutionState(event["state"]) in _ENDED:  # (Docket says str)
-                    break
-            return await _result(execution)
+            while True:
+                try:
+                    async for event in execution.subscribe():  # (it reads the state first: no end is missed)
+                        lost = None
+                        if event["type"] == "progress" and event.get("current") is not None:
+                            total = event.get("total")
+                            current = float(event["current"] or 0)
+                            await progress(current, float(total) if total else None, event.get("message"))
+                        elif event["type"] == "state" and ExecutionState(event["state"]) in _ENDED:  # (says str)
+                            break
+                    return await _result(execution)
+                except RedisError as exc:  # a fail-over, a network blip: the run goes on on its worker
+                    lost = lost or time.monotonic()
+                    if time.monotonic() - lost > GIVE_UP:
+                        raise SkillRunError(
+                            f"lost the queue for {GIVE_UP:.0f} s ({exc}); run {run_id} goes on on its worker",
+                            hint=f"`orchestrator runs show {run_id}` shows how it ends",
+                        ) from None
+                    log.warning("run %s: lost its events (%s); listening again", run_id, exc)
+                    await anyio.sleep(0.5)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await runs.cancel(key)
@@ -245,9 +282,12 @@ class Queue:
                 while True:
                     with anyio.move_on_after(POLL):  # (shielded: a timed-out await cancels the future)
                         return cast("Outcome", await asyncio.shield(heard))
-                    await execution.sync()  # no message yet: ask Docket (a lost message costs this)
-                    if ExecutionState(execution.state) in _ENDED:
-                        return await _result(execution)
+                    try:  # no message yet: ask Docket (a lost message costs this)
+                        await execution.sync()
+                        if ExecutionState(execution.state) in _ENDED:
+                            return await _result(execution)
+                    except RedisError as exc:  # unreachable for now: the item goes on on its worker
+                        log.warning("item %s: %s; waiting on", key, exc)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
                     await items.cancel(key)
@@ -270,6 +310,8 @@ _ENDED = (ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCEL
 async def _result(execution: Any) -> Outcome:
     try:
         outcome = await execution.get_result()
+    except RedisError:
+        raise  # the queue, not the task: the caller listens again
     except ExecutionCancelled:
         return {"status": "cancelled", "error": {"type": "cancelled", "message": "cancelled", "hint": ""}}
     except Exception as exc:  # why: a task that raised (a bug or a lost worker); its text is the failure

@@ -240,7 +240,7 @@ class PipelineService:
         from ._queue import raise_outcome
 
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {pipeline}, run {run_id} on a worker")
-        outcome = await self.queue.run(run_id, ctx.progress)
+        outcome = await self.queue.run(run_id, ctx.progress, ctx.extras.get("model"))  # it answers the run's asks
         if outcome.get("status") != "succeeded":
             raise_outcome(outcome)
         return outcome["result"]

@@ -29,7 +29,7 @@ import anyio
 import anyio.to_thread
 
 from skills import SkillContext, SkillsError
-from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
+from skills.core.budget import AGENT_BUDGET_KEY
 
 from ._loops import run_item
 from ._owner import Owner
@@ -91,8 +91,6 @@ class WorkerHost:
         self._skills: dict[str, PipelineSkill] = {}
         self._runs: dict[str, tuple[str, PipelineSkill]] = {}
         """The pipeline of each run this worker ran items of (a run's YAML never changes)."""
-        self._budgets: dict[str, RunBudget] = {}
-        """The agents' limits of each run this worker ran items of, counted run-wide (one per run)."""
         self._recorded: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
         """Items found recorded when a run driven here reached a parallel step (run, slot): a
         resumed run takes them instead of queueing them again."""
@@ -209,7 +207,8 @@ class WorkerHost:
                 skill_ctx=ctx,
                 artifact_dir=self.service.artifact_dir(pipeline, run_id),
                 budget=budget,
-                agents=await self._agents(run_id, budget.limits),
+                # counted run-wide, read afresh per item: what the other workers' agents spent so far
+                agents=await self._io(self.store.agent_budget, run_id, budget.limits),
             )
             update = await run_item(run, step, compiled.bodies.get(step_id), compiled.state_vars, payload)
         except Exception as exc:  # why: the run that waits reports the failure as the step's
@@ -238,17 +237,8 @@ class WorkerHost:
             known = (record.pipeline, await self._skill(record))
             if len(self._runs) > 256:
                 self._runs.clear()
-                self._budgets.clear()
             self._runs[run_id] = known
         return known
-
-    async def _agents(self, run_id: str, limits: Any) -> RunBudget:
-        """The run's agents' budget: what every worker's agents of this run spent (read once here;
-        each model call adds to it and takes back the run-wide total)."""
-        budget = self._budgets.get(run_id)
-        if budget is None:
-            budget = self._budgets[run_id] = await self._io(self.store.agent_budget, run_id, limits)
-        return budget
 
     async def _skill(self, record: RunRecord) -> PipelineSkill:
         """The run's pipeline, from the YAML it recorded (verified and compiled once per text)."""

@@ -181,6 +181,36 @@ async def test_a_core_task_is_answered_and_fetched_with_tasks_result_through_ano
     assert _marks(log) == ["first", "second"]
 
 
+async def test_a_run_on_a_worker_asks_the_clients_model_through_the_replica_that_started_it(
+    tmp_path: Path, skills: Path, pg_url: str, redis_url: str
+) -> None:
+    """A worker has no client: the prompt steps of a queued run ask the client's model through
+    the replica that handed the run out, here as the task's input requests answered through the
+    other replica. Both answers shape the result, and the worker (not a replica) ran the run."""
+    rounds._teller(skills)  # before the workers start: they load the same skills
+    homes = [tmp_path / "replica-a", tmp_path / "replica-b"]
+    log = tmp_path / "marks.log"
+    model = ClientModel("Once upon a time.", "The end.")
+    with two_workers(tmp_path, skills, pg_url, redis_url) as workers:
+        options = ("--state", workers.state, "--queue", workers.queue)
+        async with _replicas(homes, "story", rounds.STORY, *options, skills=skills) as (a, b):
+            async with _sampling_client(a.url, model) as via_a, _sampling_client(b.url, model) as via_b:
+                created = await start(via_a, "story", {"log": str(log)})
+                done = await drive(via_b, created.task_id, model, timeout=120)
+        listed = run_cli("runs", "list", "--state", workers.state, "--json", env=_env(homes[0]), cwd=tmp_path).json()
+    assert done.status == "completed" and done.result is not None, done
+    assert done.result.get("structuredContent", {}).get("story") == "Once upon a time. The end."
+    assert len(model.requests) == 2 and model.left == 0  # each asked once
+    assert "an opening" in rounds_prompt(model, 0) and "Once upon a time." in rounds_prompt(model, 1)
+    assert _marks(log) == ["first", "second"]
+    (run,) = [r for r in listed["runs"] if r["pipeline"] == "story"]
+    assert run["status"] == "succeeded"
+
+
+def rounds_prompt(model: ClientModel, index: int) -> str:
+    return model.prompt(index)
+
+
 def _run_id(state: TaskState) -> str | None:
     return (state.meta or {}).get("io.orchestrator/run-id")
 

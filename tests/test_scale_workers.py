@@ -196,6 +196,39 @@ def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str
     return str(first_host), str(last_host)
 
 
+def test_a_run_survives_redis_dropping_every_pub_sub_connection_mid_run(tmp_path: Path, workers: Workers) -> None:
+    """Redis drops the subscriptions (a fail-over, a network blip: here `CLIENT KILL TYPE pubsub`)
+    after ten items: the driver subscribes again, and the items whose messages were lost meanwhile
+    are found through the queue; every item ran once and the run ends with all of them."""
+    import json
+
+    import redis
+
+    pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
+    pipeline.write_text(SLOW)
+    flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
+    client = subprocess.Popen(
+        [str(ORCHESTRATOR), "run", str(pipeline), "--input", f"log={log}", "--input", "count=60", *flags],
+        env=_env(tmp_path / "client"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    try:
+        _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
+        with redis.Redis.from_url(workers.queue) as admin:
+            assert admin.client_kill_filter(_type="pubsub") >= 1  # the driver's, at least
+        out, err = client.communicate(timeout=300)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert client.returncode == 0, err.decode()
+    assert json.loads(out)["ticked"] == 60
+    done = Counter(line for line in _lines(log) if line.startswith("done"))
+    assert len(done) == 60 and set(done.values()) == {1}
+
+
 SHARED_BUDGET = """
 id: shared-budget
 limits: {max_agent_tokens: 100}
@@ -228,3 +261,24 @@ def test_the_agent_limits_of_a_run_count_every_workers_items_together(
     data = ran.json()
     assert data["statuses"] == ["success", "success", "budget_exceeded", "budget_exceeded"], data["summaries"]
     assert len(stub.requests) == 2
+
+
+def test_a_queued_run_that_needs_a_model_nobody_offers_fails_saying_how_to_get_one(
+    tmp_path: Path, tick: Path, pg_url: str, redis_url: str
+) -> None:
+    """`orchestrator run --queue` has no client and here no API key: the worker's prompt step asks
+    the starting process, which answers that no model can, with the hint; the run fails at that step."""
+    write_skill(
+        tick,
+        "tell",
+        contract={"inputs": {"type": "object"}, "run": {"prompt": "prompt.md"}},
+        files={"prompt.md": "Write a line."},
+    )
+    pipeline = tmp_path / "story.yaml"
+    pipeline.write_text("id: story\nsteps:\n  - id: line\n    skill: tell\noutputs: {line: '{{ line }}'}\n")
+    with two_workers(tmp_path, tick, pg_url, redis_url) as workers:
+        flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(tick))
+        ran = run_cli("run", str(pipeline), *flags, env=_env(tmp_path / "client"), cwd=tmp_path, timeout=300)
+    assert ran.code != 0
+    assert "step 'line'" in ran.err and "no model provider can answer" in ran.err, ran.err
+    assert "ANTHROPIC_API_KEY" in ran.err, ran.err

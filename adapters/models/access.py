@@ -158,6 +158,23 @@ class ModelService:
         """The access of one tool call (`context`: the MCP request's `Context`, None without a client)."""
         return self._build(context)[0]
 
+    def relayed(self, ctx: SkillContext, relay: ModelProvider) -> ProviderAccess:
+        """A worker's access (`orchestrator worker`: no client): the registry's providers in its
+        order, the `sampling` one being `relay` (the client of the replica that started the run)."""
+        environ = self._environ if self._environ is not None else os.environ
+
+        def build() -> Built:
+            registry = self.registry
+            providers = [
+                AnthropicProvider(environ.get("ANTHROPIC_API_KEY")) if name == "anthropic" else relay
+                for name in registry.providers
+            ]
+            return registry, tuple(providers)
+
+        access = ProviderAccess(deferred=_Providers(build))
+        ctx.extras["model"] = access
+        return access
+
     def api_access(self) -> ProviderAccess | None:
         """An access that needs no client (the Anthropic API, its key set and in the registry's
         providers), or None: background work never spends a connected client's sampling."""

@@ -85,7 +85,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     def make_ctx(pipeline: str, run_id: str) -> SkillContext:
         ctx = SkillContext(skill=pipeline, run_id=run_id)
-        orchestrator.models.attach(ctx)  # no client here: the Anthropic API when a key is set
+        assert service.queue is not None  # (a worker has --queue)
+        # No client here: the Anthropic API when a key is set, else the client of the replica that
+        # started the run, asked through the queue.
+        orchestrator.models.relayed(ctx, service.queue.relay(run_id))
         orchestrator.access.apply(ctx)  # --allow-dir and the home's isolation settings
         ctx.extras["catalog"] = orchestrator.catalog
         if service.roles is not None:  # agents' roles of this worker's home
