@@ -183,6 +183,8 @@ class Queue:
         self._open: tuple[Any, dict[str, Docket], AsyncExitStack, Completions] | None = None
         self._lock = anyio.Lock()
         self._in_flight = anyio.CapacityLimiter(IN_FLIGHT)
+        self.detached = False
+        """Set when the process stops to hand its runs over (`detach`): their waits end, the runs go on."""
 
     async def docket(self, name: str) -> Docket:
         loop = asyncio.get_running_loop()
@@ -233,6 +235,11 @@ class Queue:
                 await stack.enter_async_context(Answerer(runs, run_id, model).serving())
             return await self._run(runs, run_id, progress)
 
+    def detach(self) -> None:
+        """The process is stopping and hands its runs over (another replica adopts their tasks):
+        a wait cancelled from now on leaves its run to the workers instead of cancelling it."""
+        self.detached = True
+
     def relay(self, run_id: str) -> RelayProvider:
         """A worker's way to the client's model of `run_id` (the replica that started it answers)."""
         return RelayProvider(functools.partial(self.docket, RUNS), run_id)
@@ -265,8 +272,9 @@ class Queue:
                     log.warning("run %s: lost its events (%s); listening again", run_id, exc)
                     await anyio.sleep(0.5)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await runs.cancel(key)
+            if not self.detached:  # the caller gave up (not: this process hands the run over)
+                with anyio.CancelScope(shield=True):
+                    await runs.cancel(key)
             raise
 
     async def item(self, run_id: str, step_id: str, payload: dict[str, Any]) -> Outcome:

@@ -222,25 +222,29 @@ def _adopting(tmp_path: Path, skills: Path, workers: Workers, pipeline: str = "l
     return _replicas(homes, pipeline, text, *options, skills=skills)
 
 
-async def _kill_mid_run(a: Served, via_b: Client, task_id: str, log: Path, count: int) -> None:
-    """Once the task's run is on record and its worker has marked twice, SIGKILL replica A."""
+async def _kill_mid_run(a: Served, via_b: Client, task_id: str, log: Path, count: int, *, gently: bool = False) -> None:
+    """Once the task's run is on record and its worker has marked twice, SIGKILL replica A (or
+    `gently`: SIGTERM, as a rolling restart stops it)."""
     await drive(via_b, task_id, until=lambda s: len(_marks(log)) >= 2 and bool(_run_id(s)), timeout=120)
-    a.process.kill()
+    if gently:
+        a.process.terminate()
+    else:
+        a.process.kill()
     await a.process.wait()  # reaped: a zombie would still pass for a live process
     assert len(_marks(log)) < count, "the run ended before its replica was killed: make it longer"
 
 
 @asynccontextmanager
 async def _orphaned(
-    tmp_path: Path, skills: Path, workers: Workers, count: int
+    tmp_path: Path, skills: Path, workers: Workers, count: int, *, gently: bool = False
 ) -> AsyncIterator[tuple[Served, Client, str]]:
-    """A `long` task of `count` marks started through A, and A killed mid-run: (B, a client of
-    B, the task id); the marks go to tmp_path/marks.log."""
+    """A `long` task of `count` marks started through A, and A killed mid-run (`gently`: stopped
+    with SIGTERM): (B, a client of B, the task id); the marks go to tmp_path/marks.log."""
     log = tmp_path / "marks.log"
     async with _adopting(tmp_path, skills, workers) as (a, b), _client(b.url) as via_b:
         async with _client(a.url) as via_a:
             created = await start(via_a, "long", {"log": str(log), "count": count})
-        await _kill_mid_run(a, via_b, created.task_id, log, count)
+        await _kill_mid_run(a, via_b, created.task_id, log, count, gently=gently)
         yield b, via_b, created.task_id
 
 
@@ -255,6 +259,18 @@ async def test_a_task_outlives_the_replica_that_created_it(tmp_path: Path, skill
     assert not done.result.get("isError")
     assert _run_id(done) is not None
     assert _marks(log) == [f"m{n}" for n in range(12)]  # the worker's run, each item once, not run again
+    assert "adopted by" in b.stderr()
+
+
+async def test_a_task_outlives_a_rolling_restart_of_its_replica(tmp_path: Path, skills: Path, workers: Workers) -> None:
+    """Replica A is stopped cleanly (SIGTERM, as a deploy does) while a worker runs its task's
+    pipeline: A hands the task over instead of cancelling its run, and B completes it."""
+    log = tmp_path / "marks.log"
+    async with _orphaned(tmp_path, skills, workers, 12, gently=True) as (b, via_b, task_id):
+        done = await drive(via_b, task_id, timeout=120)
+    assert done.status == "completed", done
+    assert done.result is not None and done.result["structuredContent"]["marked"] == 12
+    assert _marks(log) == [f"m{n}" for n in range(12)]  # the run went on: nothing cancelled, nothing twice
     assert "adopted by" in b.stderr()
 
 

@@ -8,8 +8,8 @@ the record with one conditional `UPDATE` (the owner it saw must still be there; 
 replica wins, the others change nothing), waits for the run to end in the shared run history,
 and completes the task with the run's result, or its failure as the same error envelope a
 direct call returns. Tasks without a run handed to the workers keep the old ending: failed,
-naming the run that resumes them. (A replica stopped cleanly cancels its tasks' runs, resumable,
-as before: the queue's side of a run cancels it when its waiter is cancelled.)
+naming the run that resumes them. A replica stopped cleanly hands its queued tasks over the same
+way (`TaskService.aclose`: their runs go on, their records stay for another replica to adopt).
 """
 
 from __future__ import annotations

@@ -76,6 +76,8 @@ class TaskService:
         self.done: dict[str, TaskRecord] = {}
         """Records of tasks that finished here, until their store write is surely done."""
         self._recovered = False
+        self._handing_over = False
+        """Set while the server stops with replicas to take its queued tasks over (`aclose`)."""
         # Replicas on other machines tell a live task from an orphan by its heartbeat.
         self._heartbeat = Heartbeat(lambda task_ids: store.beat(list(task_ids)))
         self._written: dict[str, float] = {}
@@ -302,6 +304,13 @@ class TaskService:
                 update = update.with_(status_message=_summary(update))
             else:
                 run = execution.run_ids[0] if execution.run_ids else None
+                if self._handing_over and run is not None and not execution.expired:
+                    # the server stops, the run goes on on its worker: left as it is, for another
+                    # replica to adopt once this process is gone
+                    self.tasks.pop(task_id, None)
+                    self.records.pop(task_id, None)
+                    self._heartbeat.remove(task_id)
+                    return
                 why = "it waited too long for input" if execution.expired else "cancelled"
                 how = f"; `orchestrator runs resume {run}` continues its run" if run else ""
                 update = record.with_(status="cancelled", status_message=f"{why}{how}", run_id=run)
@@ -342,7 +351,15 @@ class TaskService:
             self._flushing.pop(task_id).set()
 
     async def aclose(self) -> None:
-        """Stop what runs (recorded as cancelled: resumable) and finish the writes."""
+        """Stop what runs (recorded as cancelled: resumable) and finish the writes.
+
+        With the shared state and a queue (a replica), a task whose run a worker drives is handed
+        over instead: its run goes on and its record stays as it is, so another replica adopts it
+        once this process is gone (a rolling restart loses no task)."""
+        queue = self.pipelines.queue if self.pipelines is not None else None
+        if self.adopter is not None and queue is not None:
+            queue.detach()
+            self._handing_over = True
         await self.host.aclose()
         if self.relay is not None:
             await self.relay.aclose()
