@@ -148,13 +148,8 @@ def test_a_worker_on_another_host_killed_mid_run_is_taken_over_once_its_lease_en
     assert hosts[1] in ("host-of-w1", "host-of-w2") and hosts[1] != hosts[0]  # the other host finished it
 
 
-def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str]:
-    """Run SLOW through the queue, SIGKILL the worker that drives it after ten items, and check the
-    other one finished it without running a recorded item again; (first owner host, last)."""
-    import json
-
-    import psycopg
-
+def _start_slow(tmp_path: Path, workers: Workers) -> tuple[subprocess.Popen[bytes], Path]:
+    """`orchestrator run` of SLOW (60 items) through the queue, started: (its process, the tick log)."""
     pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
     pipeline.write_text(SLOW)
     flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
@@ -165,6 +160,17 @@ def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str
         stderr=subprocess.PIPE,
         cwd=tmp_path,
     )
+    return client, log
+
+
+def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str]:
+    """Run SLOW through the queue, SIGKILL the worker that drives it after ten items, and check the
+    other one finished it without running a recorded item again; (first owner host, last)."""
+    import json
+
+    import psycopg
+
+    client, log = _start_slow(tmp_path, workers)
     query = "SELECT owner_pid, owner_host FROM orchestrator_runs WHERE pipeline='slow'"
     try:
         _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
@@ -204,16 +210,7 @@ def test_a_run_survives_redis_dropping_every_pub_sub_connection_mid_run(tmp_path
 
     import redis
 
-    pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
-    pipeline.write_text(SLOW)
-    flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
-    client = subprocess.Popen(
-        [str(ORCHESTRATOR), "run", str(pipeline), "--input", f"log={log}", "--input", "count=60", *flags],
-        env=_env(tmp_path / "client"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=tmp_path,
-    )
+    client, log = _start_slow(tmp_path, workers)
     try:
         _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
         with redis.Redis.from_url(workers.queue) as admin:
