@@ -9,6 +9,7 @@ recorded item again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -148,8 +149,10 @@ def test_a_worker_on_another_host_killed_mid_run_is_taken_over_once_its_lease_en
     assert hosts[1] in ("host-of-w1", "host-of-w2") and hosts[1] != hosts[0]  # the other host finished it
 
 
-def _start_slow(tmp_path: Path, workers: Workers) -> tuple[subprocess.Popen[bytes], Path]:
-    """`orchestrator run` of SLOW (60 items) through the queue, started: (its process, the tick log)."""
+@contextlib.contextmanager
+def _slow_run(tmp_path: Path, workers: Workers) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """`orchestrator run` of SLOW (60 items) through the queue, once ten items are done: (its
+    process, the tick log); killed when left still running."""
     pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
     pipeline.write_text(SLOW)
     flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
@@ -160,7 +163,13 @@ def _start_slow(tmp_path: Path, workers: Workers) -> tuple[subprocess.Popen[byte
         stderr=subprocess.PIPE,
         cwd=tmp_path,
     )
-    return client, log
+    try:
+        _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
+        yield client, log
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
 
 
 def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str]:
@@ -170,10 +179,8 @@ def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str
 
     import psycopg
 
-    client, log = _start_slow(tmp_path, workers)
     query = "SELECT owner_pid, owner_host FROM orchestrator_runs WHERE pipeline='slow'"
-    try:
-        _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
+    with _slow_run(tmp_path, workers) as (client, log):
         with psycopg.connect(workers.state) as conn:
             (pid, first_host) = conn.execute(query).fetchone()  # type: ignore[misc]
         driver = next(name for name, proc in workers.procs.items() if proc.pid == pid)
@@ -183,10 +190,6 @@ def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str
             recorded = {row[0] for row in conn.execute("SELECT idx FROM orchestrator_items")}
         assert len(recorded) >= 10
         out, err = client.communicate(timeout=300)
-    finally:
-        if client.poll() is None:
-            client.kill()
-            client.wait()
     assert client.returncode == 0, err.decode()
     result = json.loads(out)
     assert result["ticked"] == 60
@@ -210,16 +213,10 @@ def test_a_run_survives_redis_dropping_every_pub_sub_connection_mid_run(tmp_path
 
     import redis
 
-    client, log = _start_slow(tmp_path, workers)
-    try:
-        _until(lambda: sum(line.startswith("done") for line in _lines(log)) >= 10, "ten items done")
+    with _slow_run(tmp_path, workers) as (client, log):
         with redis.Redis.from_url(workers.queue) as admin:
             assert admin.client_kill_filter(_type="pubsub") >= 1  # the driver's, at least
         out, err = client.communicate(timeout=300)
-    finally:
-        if client.poll() is None:
-            client.kill()
-            client.wait()
     assert client.returncode == 0, err.decode()
     assert json.loads(out)["ticked"] == 60
     done = Counter(line for line in _lines(log) if line.startswith("done"))
