@@ -106,6 +106,15 @@ async def test_an_answer_that_never_fits_the_outputs_fails_clearly(home: Path, s
     assert model.left == 0
 
 
+async def test_an_answer_nested_50000_deep_is_told_our_bound_and_asked_again(home: Path, skills: Path) -> None:
+    model = ClientModel("[" * 50_000, '{"summary": "Cats sleep.", "words": 2}')
+    async with connect(home, model, skill_dirs=[skills]) as client:
+        result = await client.call_tool("summarize", {"text": "Cats sleep."})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content == {"summary": "Cats sleep.", "words": 2}
+    assert "nested more than 100 levels deep" in model.prompt(1)  # our words, not a RecursionError
+
+
 async def test_a_prompt_skill_without_outputs_returns_the_text_and_uses_its_model(home: Path, skills: Path) -> None:
     model = ClientModel("Old pond, a frog jumps")
     async with connect(home, model, skill_dirs=[skills]) as client:

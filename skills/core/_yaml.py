@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
+from ._yaml_flow import deep_flow_bracket
 from ._yaml_plain import FALLBACK, YAML, Scalar, read_plain
 
 if TYPE_CHECKING:
@@ -190,8 +191,29 @@ def check_bounds(text: str) -> None:
             f"the document has {len(text):,} characters, more than the {MAX_TEXT:,} the server reads; "
             "split it or make it smaller"
         )
+    deep = deep_flow_bracket(text, MAX_DEPTH)
+    if deep is not None:
+        _refuse_deep_flow(text, deep)
     if "&" in text or len(text) > 2 * MAX_NODES or sum(text.count(c) for c in _INDICATORS) >= MAX_DEPTH:
         _scan(text)
+
+
+def _refuse_deep_flow(text: str, bracket: int) -> None:
+    """Refuse flow collections nested past `MAX_DEPTH` at `bracket`, the first too deep by themselves.
+
+    Such a text may be too deep for libyaml too, whose scanner, reading ahead, would refuse it
+    first in its own words. So the event scan reads only up to that bracket: with the mappings
+    and sequences around them our bound may break sooner, and the scan says where; else (it ends
+    in the middle of a collection, a syntax error here) the bracket is where it breaks.
+    """
+    try:
+        _scan(text[: bracket + 1])
+    except YAMLLimitError:
+        raise
+    except yaml.YAMLError:
+        pass
+    line = text.count("\n", 0, bracket)
+    raise _too_deep(yaml.Mark("<unicode string>", bracket, line, bracket - text.rfind("\n", 0, bracket) - 1, None, 0))
 
 
 def _scan(text: str) -> None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..core._json import JSON
+from ..core._json import JSON, load_json
 from ..core.errors import SkillRunError
 from ..core.models import ModelAccess
 
@@ -51,7 +51,7 @@ def parse_json(text: str) -> JSON:
     first_error = ""
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return load_json(candidate)  # our bounds first: a model's `[[[[...` is a JSON error, not a RecursionError
         except json.JSONDecodeError as exc:
             first_error = first_error or f"{exc.msg} at line {exc.lineno} column {exc.colno}"
     raise ValueError(f"it is not JSON ({first_error})")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core._json import JSON
+from ..core._json import JSON, load_json
 from ..core._schema import check_output
 from ..core.errors import OutputError, SkillRunError, SkillTimeoutError
 from ..core.models import ModelAccess, model_access
@@ -68,7 +68,7 @@ def parse_json(text: str, *, strict: bool = False) -> JSON:
         if not candidate.strip():
             continue
         try:
-            return json.loads(candidate)
+            return load_json(candidate)  # our bounds first: a model's `[[[[...` is a JSON error, not a RecursionError
         except json.JSONDecodeError as exc:
             problems.append(f"{exc.msg} at line {exc.lineno}, column {exc.colno}")
     raise ValueError(problems[0] if problems else "the answer is empty")
