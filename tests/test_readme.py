@@ -47,6 +47,14 @@ def test_ci_runs_exactly_the_test_command_of_the_readme() -> None:
     assert command in (REPO / ".ci" / "run").read_text().splitlines()
 
 
+def test_the_test_command_installs_from_the_lock_with_the_uv_the_lock_pins() -> None:
+    command = _block_after("### Run the tests").strip()
+    assert "uv sync -q --locked --all-extras" in command  # a stale lock fails instead of resolving anew
+    pinned = re.search(r"pip install -q uv==(\S+)", command)
+    locked = re.search(r'\[\[package\]\]\nname = "uv"\nversion = "([^"]+)"', (REPO / "uv.lock").read_text())
+    assert pinned and locked and pinned.group(1) == locked.group(1)  # the uv that syncs is the one the lock holds
+
+
 def test_the_pipelines_shown_are_the_shipped_examples() -> None:
     examples = REPO / "pipelines" / "examples"
     blocks = re.findall(r"```yaml\n(id: .*?)```", README, re.S)

@@ -37,7 +37,10 @@ steps:
 outputs: {ticked: "{{ each | length }}", last: "{{ (each | last).n }}"}
 """
 
-SLOW = MANY.replace("id: many", "id: slow").replace("pause: 0", "pause: 0.4")
+SLOW = MANY.replace("id: many", "id: slow").replace("pause: 0", "pause: 0.25")
+SLOW_ITEMS = 30
+"""Items of a SLOW run: ten are done before the test strikes, and the other twenty (2.5 s of work
+per worker at the least) are still to do while the run goes on without what it struck."""
 
 
 @pytest.fixture
@@ -151,13 +154,13 @@ def test_a_worker_on_another_host_killed_mid_run_is_taken_over_once_its_lease_en
 
 @contextlib.contextmanager
 def _slow_run(tmp_path: Path, workers: Workers) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-    """`orchestrator run` of SLOW (60 items) through the queue, once ten items are done: (its
+    """`orchestrator run` of SLOW (SLOW_ITEMS items) through the queue, once ten items are done: (its
     process, the tick log); killed when left still running."""
     pipeline, log = tmp_path / "slow.yaml", tmp_path / "ticks.log"
     pipeline.write_text(SLOW)
     flags = ("--state", workers.state, "--queue", workers.queue, "--skills", str(workers.skills), "--json")
     client = subprocess.Popen(
-        [str(ORCHESTRATOR), "run", str(pipeline), "--input", f"log={log}", "--input", "count=60", *flags],
+        [str(ORCHESTRATOR), "run", str(pipeline), "--input", f"log={log}", "--input", f"count={SLOW_ITEMS}", *flags],
         env=_env(tmp_path / "client"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -192,10 +195,10 @@ def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str
         out, err = client.communicate(timeout=300)
     assert client.returncode == 0, err.decode()
     result = json.loads(out)
-    assert result["ticked"] == 60
+    assert result["ticked"] == SLOW_ITEMS
     starts = Counter(line for line in _lines(log) if line.startswith("start"))
     assert all(starts[f"start {i}"] == 1 for i in recorded), "an item recorded before the kill ran again"
-    assert {f"done {i}" for i in range(60)} <= set(_lines(log))
+    assert {f"done {i}" for i in range(SLOW_ITEMS)} <= set(_lines(log))
     here = _env(tmp_path / "client")
     shown = run_cli("runs", "show", result["run_id"], "--state", workers.state, "--json", env=here, cwd=tmp_path).json()
     survivor = next(name for name in workers.procs if name != driver)
@@ -218,9 +221,9 @@ def test_a_run_survives_redis_dropping_every_pub_sub_connection_mid_run(tmp_path
             assert admin.client_kill_filter(_type="pubsub") >= 1  # the driver's, at least
         out, err = client.communicate(timeout=300)
     assert client.returncode == 0, err.decode()
-    assert json.loads(out)["ticked"] == 60
+    assert json.loads(out)["ticked"] == SLOW_ITEMS
     done = Counter(line for line in _lines(log) if line.startswith("done"))
-    assert len(done) == 60 and set(done.values()) == {1}
+    assert len(done) == SLOW_ITEMS and set(done.values()) == {1}
 
 
 SHARED_BUDGET = """
