@@ -10,13 +10,14 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
 import yaml
 
 MakeSkill = Callable[..., Path]
+E = TypeVar("E", bound=BaseException)
 
 
 def write_skill(
@@ -48,6 +49,25 @@ def write_skill(
 
 
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
+
+
+# -- other libraries' words, read from them at test time --------------------------------------------
+# A dependency's (or Python's) wording is theirs to change: where a test checks that we pass such
+# words on, it reads them from the library here, so a release that rewords them cannot fail us.
+
+
+def schema_says(schema: dict[str, Any], value: Any) -> str:
+    """jsonschema's own explanation of the first way `value` breaks `schema`."""
+    from jsonschema.validators import validator_for
+
+    return next(validator_for(schema)(schema).iter_errors(value)).message
+
+
+def raised_by(call: Callable[[], object], kind: type[E]) -> E:
+    """The `kind` exception that `call` raises: a library's, to read its words (`str`, `.msg`, ...)."""
+    with pytest.raises(kind) as caught:
+        call()
+    return caught.value
 
 
 @dataclass

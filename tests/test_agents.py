@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fixtures.anthropic_stub import AnthropicStub
 from fixtures.model_client import ClientModel, connect, final, text, tool_use
-from helpers import envelope, write_skill
+from helpers import envelope, schema_says, write_skill
 from mcp_types import CallToolResult, TextContent
 
 from pipelines.verify import check_text
@@ -145,7 +145,8 @@ async def test_a_failing_tool_call_goes_back_to_the_model_as_an_error(home: Path
     (bad_args,) = model.tool_results(1)
     error = envelope(bad_args)  # the envelope a client gets, so the model can recover the same way
     assert error["type"] == "invalid_arguments" and error["where"] == "a"
-    assert "invalid arguments for 'add': a: 'two' is not of type 'integer'" in error["message"]
+    said = schema_says({"type": "object", "properties": {"a": INT, "b": INT}}, {"a": "two", "b": 3})
+    assert f"invalid arguments for 'add': a: {said}" in error["message"]  # our prefix, jsonschema's words
     (unknown,) = model.tool_results(2)
     error = envelope(unknown)
     assert error["type"] == "unknown_tool" and "'missing-tool' is not one of your tools" in error["message"]

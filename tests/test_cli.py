@@ -336,8 +336,8 @@ def test_serve_refuses_http_options_over_stdio(orchestrator) -> None:
 
 def test_unknown_command_is_a_usage_error(orchestrator) -> None:
     run = orchestrator("frobnicate")
-    assert run.code == 2
-    assert "invalid choice" in run.err
+    assert run.code == 2 and run.out == ""
+    assert "frobnicate" in run.err  # argparse's refusal, in its own words, names the word it did not know
 
 
 # -- claude-config -----------------------------------------------------------------------------

@@ -80,7 +80,8 @@ async def test_a_refused_resource_path_is_invalid_params_and_an_unknown_one_has_
     assert read.contents[0].text == "Be direct.\n"  # type: ignore[union-attr]
 
 
-@pytest.mark.filterwarnings("ignore:The logging capability is deprecated:mcp.shared.exceptions.MCPDeprecationWarning")
+# logging is deprecated in 2026-07-28: the SDK's warning is ignored by its category (its words are the SDK's)
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 async def test_logging_is_declared_and_set_level_filters_per_session(tmp_path: Path) -> None:
     _chatty(tmp_path / "skills")
     server = create_server(skill_dirs=[tmp_path / "skills"])
