@@ -21,6 +21,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
+from skills.core._json import nesting_depth
+from skills.core._schema import MAX_ARGUMENT_DEPTH
 from skills.core.errors import clip
 
 __all__ = ["AnsweringReader", "request_id_of"]
@@ -106,6 +108,9 @@ def _refusal(error: ValidationError) -> SessionMessage | None:
         return None
     why = clip(str(details[0].get("msg", "invalid JSON")))
     log.info("refused request %r: %s", request_id, why)
-    hint = "send flatter data: tool arguments may nest at most 64 levels" if "recursion" in why else "send valid JSON"
+    deep = nesting_depth(raw, stop=MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH  # ours to tell, not the parser's words
+    hint = (
+        f"send flatter data: tool arguments may nest at most {MAX_ARGUMENT_DEPTH} levels" if deep else "send valid JSON"
+    )
     data = ErrorData(code=PARSE_ERROR, message=f"{why} ({hint})")
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=data))

@@ -14,7 +14,7 @@ from typing import TypeAlias
 
 from ._yaml import MAX_DEPTH, MAX_TEXT
 
-__all__ = ["JSON", "load_json"]
+__all__ = ["JSON", "load_json", "nesting_depth"]
 
 JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | None"
 """A JSON value as `json.loads` gives it; narrow it with isinstance."""
@@ -33,6 +33,23 @@ def load_json(text: str) -> JSON:
     if text.count("[") + text.count("{") >= MAX_DEPTH:
         _check_depth(text)
     return json.loads(text)  # json.loads is typed Any: what it builds is a JSON
+
+
+def nesting_depth(text: str, stop: int | None = None) -> int:
+    """How deep the arrays and objects of JSON text nest (brackets inside strings are text);
+    counting ends once it passes `stop`. Also for text a parser refused: the depth is ours to tell."""
+    depth = deepest = 0
+    for match in _TOKEN.finditer(text):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if stop is not None and deepest > stop:
+                    break
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _check_depth(text: str) -> None:

@@ -6,7 +6,8 @@ than the first call's extra ~0.1 s.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, cast
 
 from ._fastcheck import Check, compile_check
 from ._json import JSON
@@ -80,13 +81,22 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
 
 
 def _field_of(error: ValidationError) -> str:
+    """The dotted path of the field an error is about, read from the error's data (not its words):
+    for a missing or an unexpected property, that property's name."""
     parts = [str(p) for p in error.absolute_path]
-    if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else ""
-        parts.append(missing)
-    elif error.validator == "additionalProperties":
-        extra = error.message.split("'")[1] if "'" in error.message else ""
-        parts.append(extra)
+    instance: Any = error.instance
+    if isinstance(instance, dict):
+        present = cast("dict[str, Any]", instance)
+        required: Any = error.validator_value
+        if error.validator == "required" and isinstance(required, list):
+            names = cast("list[Any]", required)
+            parts.append(next((str(n) for n in names if n not in present), ""))
+        elif error.validator == "additionalProperties":
+            schema: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
+            declared: dict[str, Any] = schema.get("properties") or {}
+            patterns: list[str] = list(schema.get("patternProperties") or {})
+            extra = (k for k in present if k not in declared and not any(re.search(p, k) for p in patterns))
+            parts.append(next(extra, ""))
     return ".".join(p for p in parts if p)
 
 
