@@ -10,12 +10,17 @@ saver stored: checkpoint blobs, metadata and pending writes, before any pruning)
   `raw` with a `list` reducer for the results (what a LangGraph tutorial writes), and
   `raw-delta` with LangGraph's `DeltaChannel` for the items and the results (the best raw
   LangGraph offers this saver: each checkpoint stores only what changed);
-- a parallel `for` over 1,000 items against a raw `Send` fan-out of 1,000 (as in `fanout.py`).
+- a parallel `for` over 1,000 items against a raw `Send` fan-out of 1,000 (as in `fanout.py`);
+- a nested loop, N x N (a sequential `for` whose body is a sequential `for` calling `bench-add`
+  N times), at N = 50 and 100 (`--nested`), against the raw one-node loop over the same N x N
+  calls. Issue 26: inlined, each inner item took a checkpoint recording the whole graph
+  (~1.7 kB per item: a 200 x 200 loop left 68 MB, a pipeline of a few dozen nodes hundreds);
+  the inner loop is now one unit per outer iteration.
 
 Linear means bytes per item stay flat from 250 to 2,000 items. The absolute budget of issue 9
 is a 1,000-item sequential loop under 5 MB; the ratio budget is <= 3x raw.
 
-    .venv/bin/python bench/checkpoints.py [--sizes 250,1000,2000] [--fan 1000]
+    .venv/bin/python bench/checkpoints.py [--sizes 250,1000,2000] [--fan 1000] [--nested 50,100]
 """
 
 from __future__ import annotations
@@ -97,6 +102,23 @@ def raw_seq_graph(fn: Callable[..., Any], delta: bool) -> Any:
     return graph
 
 
+def nested_yaml(pid: str) -> str:
+    """N x N calls of `bench-add`: a sequential `for` over `rows` whose body loops over `cols`."""
+    inner = {
+        "id": "cols",
+        "for": {"items": "{{ items }}", "variable": "j"},
+        "skill": "bench-add",
+        "parameters": {"a": "{{ i }}", "b": "{{ j }}"},
+    }
+    spec = {
+        "id": pid,
+        "description": "A nested sequential loop over its input items (benchmark).",
+        "inputs": {"items": {"type": "array", "items": {"type": "integer"}}},
+        "steps": [{"id": "loop", "for": {"items": "{{ items }}", "variable": "i"}, "steps": [inner]}],
+    }
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
 async def _pipeline_bytes(catalog: Any, text: str, items: list[int], db: Path, expected: list[Any]) -> int:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -134,7 +156,9 @@ async def _raw_bytes(graph: Any, state: dict[str, Any], db: Path, key: str, expe
     return c.db_bytes(db)
 
 
-async def measure(catalog: Any, fn: Callable[..., Any], sizes: list[int], fan: int, tmp: Path) -> dict[str, Any]:
+async def measure(
+    catalog: Any, fn: Callable[..., Any], sizes: list[int], fan: int, nested: list[int], tmp: Path
+) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for n in sizes:
         items = list(range(n))
@@ -154,6 +178,15 @@ async def measure(catalog: Any, fn: Callable[..., Any], sizes: list[int], fan: i
         "pipeline": await _pipeline_bytes(catalog, fan_yaml("fan-bytes", 16), items, tmp / "fan.db", expected),
         "raw": await _raw_bytes(raw_fan_graph(fn), {"items": items}, tmp / "rawfan.db", "out", expected),
     }
+    for n in nested:
+        items = list(range(n))
+        expected = [{"cols": [{"sum": i + j} for j in items]} for i in items]
+        flat = [{"sum": i + j} for i in items for j in items]
+        pairs = {"items": [i + j - 1 for i in items for j in items], "i": 0}  # raw: a + 1 == i + j
+        rows[f"nest{n}"] = {
+            "pipeline": await _pipeline_bytes(catalog, nested_yaml(f"nest-{n}"), items, tmp / f"nest{n}.db", expected),
+            "raw-delta": await _raw_bytes(raw_seq_graph(fn, True), pairs, tmp / f"rawn{n}.db", "results", flat),
+        }
     return rows
 
 
@@ -161,7 +194,7 @@ def _mb(value: float) -> str:
     return f"{value / 1e6:.2f} MB"
 
 
-def main(sizes: list[int], fan: int) -> None:
+def main(sizes: list[int], fan: int, nested: list[int]) -> None:
     from mcp_server import create_server
     from skills.executors._python import load_entry
 
@@ -171,12 +204,13 @@ def main(sizes: list[int], fan: int) -> None:
         c.write_skill(skills_dir, "bench-add")
         server = create_server(home=tmp / "home", skill_dirs=[skills_dir])
         fn = load_entry(server.catalog.get("bench-add").root, "impl:add", "bench-add").fn
-        rows = anyio.run(measure, server.catalog, fn, sizes, fan, tmp)
+        rows = anyio.run(measure, server.catalog, fn, sizes, fan, nested, tmp)
 
     print("checkpoint bytes stored by AsyncSqliteSaver (checkpoints + metadata + writes), one run each\n")
     table = []
     for name, r in rows.items():
-        n = int(name.removeprefix("seq").removeprefix("fan"))
+        n = int(name.removeprefix("seq").removeprefix("fan").removeprefix("nest"))
+        n = n * n if name.startswith("nest") else n
         raws = [k for k in ("raw", "raw-delta") if k in r]
         table.append(
             [
@@ -205,11 +239,20 @@ def main(sizes: list[int], fan: int) -> None:
     fan_row = rows[f"fan{fan}"]
     print(c.ratio_line(f"checkpoints.fan{fan}/raw", fan_row["pipeline"] / fan_row["raw"], BUDGET))
     print(c.ratio_line("checkpoints.linearity", growth, 1.5, f"(bytes per item, {seq[-1]} vs {seq[0]} items)"))
+    if len(nested) >= 2:
+        lo, hi = nested[0], nested[-1]
+        nest_growth = (rows[f"nest{hi}"]["pipeline"] / hi**2) / (rows[f"nest{lo}"]["pipeline"] / lo**2)
+        what = f"(bytes per inner item, {hi}x{hi} vs {lo}x{lo})"
+        print(c.ratio_line("checkpoints.nested.linearity", nest_growth, 1.5, what))
+    for n in nested:
+        row = rows[f"nest{n}"]
+        print(c.ratio_line(f"checkpoints.nest{n}/raw-delta", row["pipeline"] / row["raw-delta"], BUDGET))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="250,1000,2000", help="sequential loop lengths (default: 250,1000,2000)")
     parser.add_argument("--fan", type=int, default=1000, help="items of the parallel fan-out (default: 1000)")
+    parser.add_argument("--nested", default="50,100", help="N of the N x N nested loops (default: 50,100)")
     args = parser.parse_args()
-    main([int(s) for s in args.sizes.split(",")], args.fan)
+    main([int(s) for s in args.sizes.split(",")], args.fan, [int(s) for s in args.nested.split(",") if s])

@@ -3,7 +3,8 @@
 Claude Desktop and the Inspector ask as the user types a resource URI or a prompt argument.
 Answers are prefix matches, sorted, at most `MAX_VALUES` (with `total` and `hasMore`), and never
 name anything the resources would not serve: skill names with a folder, the files of that
-skill, pipeline ids, runs that have artifacts and their files.
+skill, pipeline ids, the asking client's own runs that have artifacts and their files (another
+identity's run is not offered, and its files complete to nothing, as for an unknown run id).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import anyio
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 
+from pipelines.runs import LOCAL, may_see
 from skills.core.errors import clip
 
 if TYPE_CHECKING:
@@ -35,8 +37,13 @@ TEMPLATES = ("skill://{name}/{path}", "pipeline://{id}/graph", "run://{run_id}/{
 """The resource templates this server publishes (and completes)."""
 
 
-async def complete(catalog: Catalog, pipelines: Any, params: CompleteRequestParams) -> CompleteResult:
-    """The completion of one argument; an unknown prompt, template or argument is -32602."""
+async def complete(
+    catalog: Catalog, pipelines: Any, params: CompleteRequestParams, viewer: str = LOCAL
+) -> CompleteResult:
+    """The completion of one argument; an unknown prompt, template or argument is -32602.
+
+    `viewer` is the asking identity (`tasks.identity_of(...).owner`): only its runs are offered.
+    """
     ref, argument = params.ref, params.argument.name
     prefix = params.argument.value
     known = (params.context.arguments if params.context else None) or {}
@@ -56,13 +63,15 @@ async def complete(catalog: Catalog, pipelines: Any, params: CompleteRequestPara
     if template == TEMPLATES[1] and argument == "id":
         return _answer((s.name for s in catalog if s.kind == "pipeline"), prefix)
     if template == TEMPLATES[2] and argument in ("run_id", "path") and pipelines is not None:
+        store = pipelines.store
         if argument == "run_id":
-            records = await anyio.to_thread.run_sync(lambda: pipelines.store.list(limit=_MAX_RUNS))
+            records = await anyio.to_thread.run_sync(lambda: store.list(limit=_MAX_RUNS, visible_to=viewer))
             return _answer((r.run_id for r in records if r.artifacts), prefix)
         run_id = known.get("run_id", "")
-        record = await anyio.to_thread.run_sync(lambda: pipelines.store.get(run_id)) if run_id else None
-        files = await anyio.to_thread.run_sync(_files, Path(record.artifacts)) if record and record.artifacts else []
-        return _answer(files, prefix)
+        record = await anyio.to_thread.run_sync(lambda: store.get(run_id)) if run_id else None
+        if record is None or not may_see(record, viewer) or not record.artifacts:
+            return _answer((), prefix)
+        return _answer(await anyio.to_thread.run_sync(_files, Path(record.artifacts)), prefix)
     if template not in TEMPLATES:
         raise _invalid(f"no resource template '{clip(template, 100)}'; resources/templates/list shows them")
     raise _invalid(f"template '{template}' has no parameter '{clip(argument, 64)}'")

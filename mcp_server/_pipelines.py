@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
+from pipelines.runs import LOCAL, may_see
 from skills.core._schema import nullable
 from skills.core.errors import clip
 
@@ -223,8 +224,13 @@ META_TOOLS.update(AGENT_TOOLS)
 META_TOOLS.update(RUN_TOOLS)
 
 
-def read_pipeline_resource(service: PipelineService, uri: str) -> tuple[str | bytes, str]:
-    """`pipeline://<id>` (YAML), `pipeline://<id>/graph` (Mermaid), `run://<run_id>/<path>` (artifacts)."""
+def read_pipeline_resource(service: PipelineService, uri: str, viewer: str = LOCAL) -> tuple[str | bytes, str]:
+    """`pipeline://<id>` (YAML), `pipeline://<id>/graph` (Mermaid), `run://<run_id>/<path>` (artifacts).
+
+    A run's artifacts are served to the identity that started it (`viewer`, see
+    `pipelines.runs.may_see`) only; to any other the run does not exist (the same error as an
+    unknown id, whatever the path).
+    """
     from pipelines.describe import mermaid
 
     if uri.startswith("pipeline://"):
@@ -243,7 +249,7 @@ def read_pipeline_resource(service: PipelineService, uri: str) -> tuple[str | by
         )
     run_id, _, rel = uri[len("run://") :].partition("/")
     record = service.store.get(run_id)
-    if record is None or not record.artifacts:
+    if record is None or not may_see(record, viewer) or not record.artifacts:
         raise ResourceNotFoundError(f"no run '{clip(run_id, 64)}'")
     root = Path(record.artifacts)
     if not root.is_dir():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_types import CallToolResult, ElicitRequestFormParams, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
+from pipelines.runs import LOCAL, STARTED_BY_KEY
 from skills import ArgumentsError, SkillsError
 from skills.core._schema import ANY_JSON
 from skills.core.errors import FieldError, clip
@@ -98,8 +99,9 @@ async def _run(service: PipelineService, args: dict[str, Any], ctx: SkillContext
         gate = ElicitGate(elicit)
     run_id = args.get("resume") or new_run_id()
     try:
-        if args.get("resume"):
-            result = await service.resume(run_id, ctx, gate=gate)
+        if args.get("resume"):  # only the caller's own runs: another's is "no run", as an unknown id
+            viewer = str(ctx.extras.get(STARTED_BY_KEY) or LOCAL)
+            result = await service.resume(run_id, ctx, gate=gate, viewer=viewer)
         else:
             try:
                 skill = service.pipeline(args.get("pipeline") or "")

@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -66,6 +67,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from pipelines.runs import STARTED_BY_KEY
 from skills import (
     BUILTIN_SKILLS_DIR,
     Catalog,
@@ -98,7 +100,7 @@ from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
 from ._upstreams import PendingPipelines
 from ._version import __version__
-from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, install, task_wire
+from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, task_wire
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -393,6 +395,7 @@ class OrchestratorServer(MCPServer):
         run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
         runs = self._runs_dir
         ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
+        ctx.extras[STARTED_BY_KEY] = identity_of(context).owner  # the pipeline runs it starts are the caller's
         if context is not None:  # `request_context` raises outside a request
             ctx.progress_fn = context.report_progress
             ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
@@ -476,14 +479,14 @@ class OrchestratorServer(MCPServer):
         """One resource; a refused path is -32602, an unknown resource the code of the client's era
         (`resource_error`), both with the message."""
         try:
-            return self._read_resource(str(uri))
+            return self._read_resource(str(uri), identity_of(context).owner)
         except (ResourceError, OSError) as exc:
             era = context.request_context.session.protocol_version if context and context.request_context else None
             raise resource_error(exc, str(uri), era) from None
 
-    def _read_resource(self, text: str) -> list[ReadResourceContents]:
+    def _read_resource(self, text: str, viewer: str) -> list[ReadResourceContents]:
         if text.startswith(("pipeline://", "run://")) and self.pipelines is not None:
-            content, mime = read_pipeline_resource(self.pipelines, text)
+            content, mime = read_pipeline_resource(self.pipelines, text, viewer)
             return [ReadResourceContents(content=content, mime_type=mime)]
         if not text.startswith("skill://"):
             raise ResourceNotFoundError(
@@ -547,7 +550,8 @@ class OrchestratorServer(MCPServer):
         return EmptyResult()
 
     async def _complete(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
-        return await complete(self.catalog, self.pipelines, params)
+        viewer = identity_of(SimpleNamespace(request_context=ctx)).owner  # it is offered its own runs only
+        return await complete(self.catalog, self.pipelines, params, viewer)
 
     # -- change notifications ----------------------------------------------------------------
     async def _on_initialized(self, ctx: Any, params: Any) -> None:

@@ -8,7 +8,9 @@ the whole scope. Then checkpoint bytes grow linearly with the number of items.
 
 A sequential `for` whose body is one skill is a single node looping back to itself (one
 checkpoint per item, like a hand-written LangGraph loop); a body of nested steps goes through
-a guard node that records the previous item's result and sets up the next.
+a guard node that records the previous item's result and sets up the next. A sequential loop
+inside another one's body is a unit (`unit_node`): its iterations are not checkpointed one by
+one, since each checkpoint carries the bookkeeping of the whole graph (see `compiler`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._nodes import RECURSION_LIMIT
 from ._state import RunState, add_counts
 from .expressions import names_read
 from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
@@ -193,6 +196,29 @@ def for_done_node(step: StepSpec) -> Node:
         update = run_context(runtime).finish_step(step, {**scope, **saved}, output, restore=saved)
         update["fanin"] = {step.id: None}
         update["ctl"] = {f"{step.id}:items": None}  # the items are in no later checkpoint's way
+        return update
+
+    return node
+
+
+# -- units: a loop inside a loop -------------------------------------------------------------------
+
+
+def unit_node(step: StepSpec, loop: Any, state_vars: list[str]) -> Node:
+    """The whole of `step` (a sequential `for` or `while` inside another loop's body), run by
+    `loop`, its own graph compiled without checkpoints; the node's update is the loop's output,
+    the state variables it changed, and what it spent: the checkpoint after it is the only one."""
+
+    async def node(state: RunState, runtime: Any) -> dict[str, Any]:
+        ctx = run_context(runtime)
+        scope = state["scope"]
+        # An own thread id: its own lineage, not the parent's checkpoint namespace (as `run_item`).
+        config = {"configurable": {"thread_id": f"{ctx.run_id}/{step.id}"}, "recursion_limit": RECURSION_LIMIT}
+        final = await loop.ainvoke({"scope": scope, "ctl": {}}, config, context=ctx.here())
+        inner = final["scope"]
+        changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != scope.get(k)}
+        update: dict[str, Any] = {"scope": {**changed, step.id: inner.get(step.id)}}
+        update |= {k: v for k, v in final.items() if k in ("usage", "spent") and v}
         return update
 
     return node

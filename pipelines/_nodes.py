@@ -1,4 +1,5 @@
-"""Where a step starts and ends in the compiled graph, and the default width of a parallel `for`.
+"""Where a step starts and ends in the compiled graph, the default width of a parallel `for`,
+and how many steps a graph may take.
 
 The compiler builds the graph by these names and the runtime finds its way in it by them
 (step-through pauses at a step's end node, a re-run goes back to its entry node; a `for`
@@ -13,9 +14,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .spec import StepSpec
 
-__all__ = ["DEFAULT_MAX_PARALLEL", "end_node", "entry_node"]
+__all__ = ["DEFAULT_MAX_PARALLEL", "RECURSION_LIMIT", "end_node", "entry_node"]
 
 DEFAULT_MAX_PARALLEL = 16
+RECURSION_LIMIT = 10_000_000
+"""LangGraph's step limit for a run's graph and its units: loops carry their own guards
+(max_iterations, item counts, the run's max_steps)."""
 
 
 def entry_node(step: StepSpec) -> str:

@@ -73,11 +73,13 @@ def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:
     """The pipeline's result: its `outputs` rendered, or every top-level step's output."""
     if spec.outputs is None:
         return {s.id: scope.get(s.id) for s in spec.steps}
-    try:
-        rendered = render(spec.outputs, scope)
-    except ExpressionError as exc:
-        raise PipelineError(f"outputs: {exc.message}", hint=exc.hint) from None
-    return dict(rendered)
+    rendered: dict[str, Any] = {}
+    for name, expression in spec.outputs.items():  # one at a time: a failure names its output
+        try:
+            rendered[name] = render(expression, scope)
+        except ExpressionError as exc:
+            raise PipelineError(f"outputs.{name}: {exc.message}", hint=exc.hint) from None
+    return rendered
 
 
 def plain_result(result: Any, *, failure: type[Exception] = StepFailed) -> Any:

@@ -21,7 +21,7 @@ from skills.core.models import Usage
 
 from ._owner import Owner
 from ._pg import Connection, Postgres
-from .runs import RUN_COLUMNS, RunStore
+from .runs import LOCAL, RUN_COLUMNS, RunStore
 
 __all__ = ["PgRunStore", "SharedUsage"]
 
@@ -54,15 +54,17 @@ class PgRunStore(RunStore):
         *,
         source: str | None = None,
         queued: bool = False,
+        started_by: str = LOCAL,
     ) -> None:
-        """Record a new run: running here, or `queued` for a worker (no owner until one takes it)."""
+        """Record a new run: running here, or `queued` for a worker (no process runs it until one
+        takes it); it belongs to `started_by` (`runs.may_see`)."""
         me = Owner.current()
         owner = (None, None, None, None) if queued else (me.host, me.boot, me.pid, me.started)
         now = time.time()
         self._do(
             lambda conn: conn.execute(
                 f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source)"
-                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)"
+                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
                 " result=NULL, error=NULL, failed_step=NULL, owner_host=EXCLUDED.owner_host,"
                 " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
@@ -78,6 +80,7 @@ class PgRunStore(RunStore):
                     str(artifacts),
                     *owner,
                     now,
+                    started_by,
                     source,
                 ),
             )

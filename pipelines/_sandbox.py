@@ -82,8 +82,14 @@ def measure(value: Any, budget: int = MAX_SIZE, indent: int = 0) -> int:
     A list literal can hold the same big list ten times, and nesting multiplies that without
     allocating anything, so turning such a value into text is where the bomb goes off. Stops
     counting once past `budget`, so its cost is bounded too. `indent` counts JSON indentation.
+    A missing name, key or attribute anywhere inside raises its `UndefinedUse` (see `defined`).
     """
-    total = 0
+    return _walk(value, budget, indent)[0]
+
+
+def _walk(value: Any, budget: int, indent: int) -> tuple[int, bool]:
+    """(`measure`, whether a plain `Undefined` sits inside); a `Missing` inside raises its error."""
+    total, plain = 0, False
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -99,10 +105,41 @@ def measure(value: Any, budget: int = MAX_SIZE, indent: int = 0) -> int:
             total += 2
             stack.extend((child, depth + 1) for child in cast(Sequence[Any], item))
         else:
+            if isinstance(item, Undefined):
+                if isinstance(item, Missing):
+                    item._fail_with_undefined_error()  # pyright: ignore[reportPrivateUsage]  # jinja2's only way to raise it
+                plain = True
+                total += 3  # written as null
             total += 1
         if total > budget:
-            return total
-    return total
+            return total, plain
+    return total, plain
+
+
+def defined(value: Any, what: str = "the value") -> Any:
+    """`value` fit to leave an expression: within `MAX_SIZE`, and no Jinja `Undefined` inside.
+
+    A filter such as `map(attribute=...)` or `select` puts an undefined value *inside* a list or
+    mapping, where `native` (which looks at the top only) does not see it; let through, it would
+    reach the run's checkpoints and its result as an object JSON cannot hold. A missing name,
+    key or attribute is the expression's error (as at the top); a plain undefined (`x if false`
+    inside a list) is null (as at the top).
+    """
+    size, plain = _walk(value, MAX_SIZE, 0)
+    if size > MAX_SIZE:
+        raise too_large(what)
+    return _nulled(value) if plain else value
+
+
+def _nulled(value: Any) -> Any:
+    """A copy of `value` with each (plain) `Undefined` inside replaced by None."""
+    if isinstance(value, Undefined):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _nulled(v) for k, v in cast(Mapping[Any, Any], value).items()}
+    if isinstance(value, list | tuple):
+        return [_nulled(v) for v in cast(Sequence[Any], value)]
+    return value
 
 
 def check_size(value: Any, what: str = "the value") -> None:
@@ -136,6 +173,10 @@ _VIEWS = (type(_EMPTY.keys()), type(_EMPTY.values()), type(_EMPTY.items()))
 
 
 def _json_default(value: Any) -> Any:
+    if isinstance(value, Undefined):  # inside a value written into text (`defined`)
+        if isinstance(value, Missing):
+            value._fail_with_undefined_error()  # pyright: ignore[reportPrivateUsage]  # jinja2's only way to raise it
+        return None
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, datetime | date):

@@ -10,7 +10,14 @@ node by node and a failed or killed run resumes where it stopped:
 - a sequential `for` is an init node, a guard, the body, and a `next` node looping back;
 - a parallel `for` fans out with `Send` (one task per item, bounded by `max_parallel`) and fans
   back in through a reducer keyed by item index, so results keep item order whatever order
-  the items finish in; a body of several steps runs per item as a compiled sub-graph.
+  the items finish in; a body of several steps runs per item as a compiled sub-graph;
+- a sequential `for` or `while` inside the body of another sequential loop is a *unit*: one
+  node that runs the whole inner loop as a compiled sub-graph without checkpoints. Each
+  checkpoint records every node of the graph (LangGraph's channel versions), so inlined, a
+  200 x 200 nested loop took 40,000 checkpoints of the whole graph's bookkeeping (hundreds of
+  MB for a pipeline of a few dozen nodes); as a unit it takes one per outer iteration. The
+  price: an inner loop interrupted half-way runs again from its first item on resume, as an
+  item of a parallel loop does (the outer loop's finished iterations are kept).
 
 Nodes get the run's services (skill calls, progress, limits) from LangGraph's run context,
 never from the checkpointed state, so one compiled graph serves every run.
@@ -136,7 +143,9 @@ def compile_pipeline(spec: PipelineSpec) -> CompiledPipeline:
 class _Builder:
     """Adds the nodes and edges of blocks of steps to one StateGraph."""
 
-    def __init__(self, state_vars: list[str], bodies: dict[str, RunGraph] | None = None) -> None:
+    def __init__(
+        self, state_vars: list[str], bodies: dict[str, RunGraph] | None = None, *, checkpointed: bool = True
+    ) -> None:
         from langgraph.graph import StateGraph  # pyright: ignore[reportMissingTypeStubs]  # py.typed only at the namespace root
 
         from .runtime import RunContext
@@ -145,6 +154,10 @@ class _Builder:
         self.graph = cast("GraphBuilder", StateGraph(graph_state(), context_schema=RunContext))
         self._ids: set[str] = set()
         self.bodies: dict[str, RunGraph] = bodies if bodies is not None else {}
+        self.checkpointed = checkpointed
+        """Whether this graph runs with the run's checkpointer (not: a parallel body, a unit)."""
+        self._in_loop = 0
+        """Sequential loops whose body is being added to this graph (a loop in one is a unit)."""
 
     # -- blocks ----------------------------------------------------------------------------------
     def block(self, steps: list[StepSpec]) -> tuple[str, list[str]]:
@@ -169,8 +182,12 @@ class _Builder:
         if kind in ("skill", "agent"):
             name = self._add(step.id, _skill_node(step))
             return name, [name]
+        if kind == "for" and step.for_ and step.for_.parallel:
+            return self._parallel_for(step)
+        if kind in ("for", "while") and self.checkpointed and self._in_loop:
+            return self._unit(step)
         if kind == "for":
-            return self._parallel_for(step) if step.for_ and step.for_.parallel else self._sequential_for(step)
+            return self._sequential_for(step)
         if kind == "while":
             return self._while(step)
         if kind == "if":
@@ -184,8 +201,34 @@ class _Builder:
     def _body(self, step: StepSpec) -> tuple[str, list[str]]:
         """The body of a loop: its nested steps, or one node calling its skill for the item."""
         if step.steps:
-            return self.block(step.steps)
+            return self._loop_block(step.steps)
         name = self._add(f"{step.id}.call", _skill_node(step, output_key=f"{step.id}.item"))
+        return name, [name]
+
+    def _loop_block(self, steps: list[StepSpec]) -> tuple[str, list[str]]:
+        """The nested steps of a sequential loop, added to this graph (loops among them are units)."""
+        self._in_loop += 1
+        try:
+            return self.block(steps)
+        finally:
+            self._in_loop -= 1
+
+    def _sub_graph(self, steps: list[StepSpec]) -> RunGraph:
+        """`steps` compiled as a graph of their own, run without checkpoints (a parallel body, a unit)."""
+        from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # py.typed only at the namespace root
+
+        sub = _Builder(self.state_vars, bodies=self.bodies, checkpointed=False)
+        entry, exits = sub.block(steps)
+        sub.graph.add_edge(START, entry)
+        for node in exits:
+            sub.graph.add_edge(node, END)
+        self._ids |= sub._ids
+        return sub.graph.compile(checkpointer=False)
+
+    # -- unit --------------------------------------------------------------------------------------
+    def _unit(self, step: StepSpec) -> tuple[str, list[str]]:
+        """A loop inside another loop's body: one node running it whole (see the module doc)."""
+        name = self._add(step.id, _loops.unit_node(step, self._sub_graph([step]), self.state_vars))
         return name, [name]
 
     # -- group -----------------------------------------------------------------------------------
@@ -237,7 +280,7 @@ class _Builder:
             self.graph.add_conditional_edges(item, router, {"body": item, "done": done})
             return start, [done]
         guard = self._add(f"{step.id}.next", _loops.for_guard_node(step))
-        entry, exits = self.block(step.steps)
+        entry, exits = self._loop_block(step.steps)
         self.graph.add_conditional_edges(start, router, {"body": entry, "done": done})
         for node in exits:
             self.graph.add_edge(node, guard)
@@ -245,18 +288,10 @@ class _Builder:
         return start, [done]
 
     def _parallel_for(self, step: StepSpec) -> tuple[str, list[str]]:
-        from langgraph.graph import END, START  # pyright: ignore[reportMissingTypeStubs]  # py.typed only at the namespace root
-
         body_graph = None
         if step.steps:
-            sub = _Builder(self.state_vars, bodies=self.bodies)
-            entry, exits = sub.block(step.steps)
-            sub.graph.add_edge(START, entry)
-            for node in exits:
-                sub.graph.add_edge(node, END)
             # checkpointer=False: an item is the unit of resume; its inner steps are not checkpointed.
-            body_graph = self.bodies[step.id] = sub.graph.compile(checkpointer=False)
-            self._ids |= sub._ids
+            body_graph = self.bodies[step.id] = self._sub_graph(step.steps)
         start = self._add(f"{step.id}.start", _loops.fan_start_node(step))
         item = self._add(f"{step.id}.item", _loops.fan_item_node(step, body_graph, self.state_vars))
         wave = self._add(f"{step.id}.wave", _loops.fan_wave_node(step))

@@ -397,7 +397,8 @@ def _execute(program: _Program, scope: Mapping[str, Any]) -> Any:
             deque(chunks, maxlen=0)
             value = _sandbox.native(context.vars[_RESULT])
             if not isinstance(value, int | float | bool | None):
-                _sandbox.check_size(value)  # a value built of shared references explodes when sent as JSON
+                # Bounded (shared references explode when sent as JSON), and no undefined inside.
+                value = _sandbox.defined(value)
             return value
         return _join(chunks)
     except UndefinedUse as exc:

@@ -228,6 +228,12 @@ class Budget:
         if self.parent is not None:
             self.parent.charge(step_id, steps, nbytes)
 
+    def check_stored(self, step_id: str, nbytes: int) -> None:
+        """Stop a run whose checkpoint records in the state store passed `max_state_bytes` (`_meter`)."""
+        cap = self.limits.max_state_bytes
+        if cap is not None and nbytes > cap:
+            raise self.exceeded("max_state_bytes", step_id, f"the run's checkpoints passed its limit of {_size(cap)}")
+
     def check_items(self, step_id: str, count: int) -> None:
         """Refuse a `for` of `count` items before it starts when it cannot fit the limits."""
         cap = self.limits.max_loop_items

@@ -1,8 +1,9 @@
 """Run history: one row per run in `state.sqlite`, beside LangGraph's checkpoints.
 
 The checkpoints say how far a run got; this table says which pipeline (file and id) it ran,
-with which inputs, how it ended, and while it runs, who runs it (`_owner`): a run whose owner
-died without recording an end reads as `interrupted`, with the command that resumes it.
+with which inputs, how it ended, who started it (`started_by`: the identity a run belongs to,
+see `may_see`), and while it runs, which process runs it (`_owner`): a run whose process died
+without recording an end reads as `interrupted`, with the command that resumes it.
 
 Checkpoints are kept while a run may still be resumed; a succeeded run needs none (its result
 is here), so the service deletes them when it succeeds, and `prune` clears what is left over
@@ -25,12 +26,19 @@ from typing import Any, Literal, TypeVar
 from ._owner import Owner, owner_alive
 from ._statedb import is_corrupt, set_aside
 
-__all__ = ["PruneReport", "RunRecord", "RunStatus", "RunStore"]
+__all__ = ["LOCAL", "STARTED_BY_KEY", "PruneReport", "RunRecord", "RunStatus", "RunStore", "may_see"]
 
 RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
 """`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
 `stopped`: stopped by its user after a step (step-through); it resumes from the next step.
 `queued`: handed to the workers of the distributed mode (`--queue`), not yet taken by one."""
+
+LOCAL = "local"
+"""The identity of this machine's own user: the command line (`orchestrator run`), and the one
+client of a stdio (or in-process) server. Runs recorded before runs had owners are theirs too."""
+STARTED_BY_KEY = "started_by"
+"""`ctx.extras` key: the identity a run started under this context belongs to (the MCP face puts
+the caller's there; absent, the run is `LOCAL`'s)."""
 
 T = TypeVar("T")
 _LIVE = ("running", "queued")
@@ -52,11 +60,11 @@ CREATE TABLE IF NOT EXISTS orchestrator_runs (
 )
 """
 _OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTEGER", "owner_started": "INTEGER"}
-RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL"}
-"""Columns added since the first version (who runs a run)."""
+RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL", "started_by": "TEXT"}
+"""Columns added since the first version (which process runs a run, and whose run it is)."""
 _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
-    "owner_host, owner_boot, owner_pid, owner_started, heartbeat"
+    "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by"
 )
 RUN_COLUMNS = _COLUMNS
 """The columns of a run's row, in order (the PostgreSQL store writes the same rows)."""
@@ -79,6 +87,8 @@ class RunRecord:
     artifacts: str | None
     owner: str | None = None
     """`host:pid` of the process that runs or last ran it."""
+    started_by: str | None = None
+    """The identity it belongs to (see `may_see`); None: recorded before runs had owners."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -142,12 +152,21 @@ class RunStore:
         self._do(lambda conn: None)
 
     # -- writes ----------------------------------------------------------------------------------
-    def start(self, run_id: str, pipeline: str, file: str | None, inputs: dict[str, Any], artifacts: Path) -> None:
+    def start(
+        self,
+        run_id: str,
+        pipeline: str,
+        file: str | None,
+        inputs: dict[str, Any],
+        artifacts: Path,
+        *,
+        started_by: str = LOCAL,
+    ) -> None:
         me = Owner.current()
         self._do(
             lambda conn: conn.execute(
                 f"INSERT OR REPLACE INTO orchestrator_runs ({_COLUMNS}) VALUES (?, ?, ?, 'running', ?, NULL, ?,"
-                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?)",
+                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     pipeline,
@@ -160,6 +179,7 @@ class RunStore:
                     me.pid,
                     me.started,
                     time.time(),
+                    started_by,
                 ),
             )
         )
@@ -214,12 +234,19 @@ class RunStore:
         )
         return None if row is None else _record(row)
 
-    def list(self, limit: int = 50, pipeline: str | None = None) -> list[RunRecord]:
+    def list(self, limit: int = 50, pipeline: str | None = None, *, visible_to: str | None = None) -> list[RunRecord]:
+        """Newest first; with `visible_to`, only the runs that identity may see (`may_see`)."""
         query = f"SELECT {_COLUMNS} FROM orchestrator_runs"
-        args: tuple[Any, ...] = ()
+        where: list[str] = []
+        args: list[Any] = []
         if pipeline:
-            query += " WHERE pipeline=?"
-            args = (pipeline,)
+            where.append("pipeline=?")
+            args.append(pipeline)
+        if visible_to is not None:  # the rule of `may_see`, in SQL
+            where.append("COALESCE(started_by, ?) = ?")
+            args += [LOCAL, visible_to]
+        if where:
+            query += " WHERE " + " AND ".join(where)
         query += " ORDER BY started DESC LIMIT ?"
         rows = self._do(lambda conn: conn.execute(query, (*args, limit)).fetchall())
         return [_record(r) for r in rows]
@@ -265,6 +292,20 @@ class RunStore:
             conn.execute("VACUUM")
 
 
+def may_see(run: RunRecord, viewer: str) -> bool:
+    """Whether the identity `viewer` may know of `run`: only the identity that started it.
+
+    An identity is what `mcp_server.tasks.identity_of` calls the owner of a request: an
+    authenticated principal (`principal:...`), a handshake-era HTTP session (`session:...`), a
+    request with neither (`request:...`, which no later request shares), or `LOCAL` (the command
+    line and the client of a stdio server; runs recorded before owners were are `LOCAL`'s). The
+    run id alone is no key: to anyone else the run does not exist, and every surface (completion,
+    `run://` resources, resume, listings) must answer exactly as for an unknown id. The command
+    line's own `runs` commands are the operator's and see every run.
+    """
+    return (run.started_by or LOCAL) == viewer
+
+
 def _threads(conn: sqlite3.Connection) -> set[str]:
     try:
         return {row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")} | {
@@ -284,7 +325,7 @@ def _delete(conn: sqlite3.Connection, threads: list[str], runs: list[str]) -> No
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row[:11]
-    host, boot, pid, pstart, heartbeat = row[11:]
+    host, boot, pid, pstart, heartbeat, started_by = row[11:]
     record = RunRecord(
         run_id=run_id,
         pipeline=pipeline,
@@ -298,6 +339,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         failed_step=failed_step,
         artifacts=artifacts,
         owner=f"{host}:{pid}" if host and pid else None,
+        started_by=started_by,
     )
     if status == "running" and not owner_alive(host, boot, pid, pstart, heartbeat):
         return replace(record, status="interrupted", error="its process ended without recording how the run ended")

@@ -14,6 +14,7 @@ an agent over its allow-list.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import time
@@ -32,7 +33,8 @@ from skills.core.contract import RunSpec, SkillContract
 from skills.core.models import ModelAccess, Usage
 
 from ._loops import spent_in_flight
-from ._nodes import DEFAULT_MAX_PARALLEL
+from ._meter import Meter, metered
+from ._nodes import DEFAULT_MAX_PARALLEL, RECURSION_LIMIT
 from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
@@ -53,7 +55,6 @@ log = logging.getLogger("pipelines.run")
 Dispatch = Callable[[StepSpec, dict[str, Any]], Awaitable[dict[str, Any]]]
 """Runs one parallel item elsewhere: (the loop step, its `Send` payload) -> the item's graph update."""
 
-RECURSION_LIMIT = 10_000_000  # loops carry their own guards (max_iterations, item counts)
 _NOTHING: Any = object()
 
 
@@ -103,6 +104,16 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.progress = RunProgress(self.skill_ctx, [s.id for s in self.spec.steps])
+
+    def here(self) -> RunContext:
+        """This run's context for work that runs whole in this process (a unit: `_loops.unit_node`),
+        whose parallel items are never handed to workers: their record would be keyed by a loop
+        round that starts again with each unit."""
+        if self.dispatch is None:
+            return self
+        local = copy.copy(self)  # the same progress, budget and limiters
+        local.dispatch = None
+        return local
 
     # -- expressions -----------------------------------------------------------------------------
     def check(self, condition: str, scope: dict[str, Any], step: StepSpec) -> bool:
@@ -385,20 +396,28 @@ async def run_pipeline(
     # at any moment never loses a finished step (LangGraph's default writes it in the background).
     durability = "sync" if checkpointer is not None else None
     started = time.perf_counter()
+    meter = Meter(budget.limits.max_state_bytes)  # what its checkpoints take in the state store
+    if checkpointer is not None:
+        meter.stored = await metered(checkpointer, run_id)
+
+    def where() -> str:
+        return ", ".join(run.running) or spec.steps[min(run.progress.done, len(spec.steps) - 1)].id
 
     async def segment(payload: Any, config: dict[str, Any], interrupt_after: list[str] | None) -> Any:
         last = None
         try:
-            async for chunk in graph.astream(
-                payload,
-                config,
-                context=run,
-                stream_mode="values",
-                durability=durability,
-                interrupt_after=interrupt_after,
-            ):
-                last = chunk
-                await run.flush()
+            with meter.counting():
+                async for chunk in graph.astream(
+                    payload,
+                    config,
+                    context=run,
+                    stream_mode="values",
+                    durability=durability,
+                    interrupt_after=interrupt_after,
+                ):
+                    last = chunk
+                    await run.flush()
+                    budget.check_stored(where(), meter.stored)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await settle(checkpointer)
@@ -416,8 +435,7 @@ async def run_pipeline(
             raise PipelineError("step-through needs the run's checkpoints", hint="run it through the orchestrator")
         final, timed_out = await stream_stepwise(segment, graph, payload, config, run, gate, wall)
     if timed_out:
-        where = ", ".join(run.running) or spec.steps[min(run.progress.done, len(spec.steps) - 1)].id
-        raise budget.exceeded("max_wall_time", where, f"the run did not finish within {wall:g}s")
+        raise budget.exceeded("max_wall_time", where(), f"the run did not finish within {wall:g}s")
     await run.flush()
     final = final if final is not None else before
     if final is None:

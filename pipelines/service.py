@@ -29,7 +29,7 @@ from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
 from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
-from .runs import RunRecord, RunStore
+from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
 from .state import Backends
@@ -227,12 +227,14 @@ class PipelineService:
         if isinstance(started, list):  # the caller keeps the run ids (to resume a parked call's run)
             cast("list[str]", started).append(run_id)
         artifacts = self.artifact_dir(skill.name, run_id)
+        owner = str(ctx.extras.get(STARTED_BY_KEY) or LOCAL)  # whose run it is (`runs.may_see`)
         if self._queued(ctx, gate):
             source = await anyio.to_thread.run_sync(skill.body)
-            start = functools.partial(self._shared.start, source=source, queued=True)
+            start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner)
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
             return await self._through_queue(skill.name, run_id, ctx, resume=False)
-        await self._store(self.store.start, run_id, skill.name, str(skill.file), inputs, artifacts)
+        start = functools.partial(self.store.start, started_by=owner)
+        await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self.drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
@@ -245,10 +247,15 @@ class PipelineService:
             raise_outcome(outcome)
         return outcome["result"]
 
-    async def resume(self, run_id: str, ctx: SkillContext, *, gate: StepGate | None = None) -> dict[str, Any]:
-        """Continue a run that failed, was cancelled, was stopped or whose process died."""
+    async def resume(
+        self, run_id: str, ctx: SkillContext, *, gate: StepGate | None = None, viewer: str | None = None
+    ) -> dict[str, Any]:
+        """Continue a run that failed, was cancelled, was stopped or whose process died.
+
+        With `viewer` (a client's identity) a run of another identity is "no run", word for word.
+        """
         record = await self._store(self.store.get, run_id)
-        if record is None:
+        if record is None or (viewer is not None and not may_see(record, viewer)):
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
         if record.status == "succeeded":
             raise PipelineError(f"run {run_id} already succeeded", hint="start a new run instead")

@@ -186,6 +186,29 @@ def test_default_and_is_defined_handle_missing_names(template: str, expected: An
     assert render_text(template, SCOPE) == expected
 
 
+@pytest.mark.parametrize(
+    ("template", "missing"),
+    [
+        ("{{ [''] | map(attribute='__class__') | list }}", "'__class__'"),  # the finding of issue 26
+        ("{{ rows | map(attribute='nope') | list }}", "'nope'"),
+        ("{{ {'a': [1, {'b': result.nope}]} }}", "'nope'"),
+        ("{{ [files.paths, [name, d.missing]] }}", "'missing'"),
+        ("{{ rows | map(attribute='nope') | list | tojson }}", "'nope'"),
+        ("text around {{ rows | map(attribute='nope') | list }}", "'nope'"),
+    ],
+)
+def test_a_missing_value_inside_a_list_or_mapping_is_an_error_naming_it_and_the_expression(
+    template: str, missing: str
+) -> None:
+    error = _error(template)
+    assert missing in error.message and error.expression == template, error.message
+
+
+def test_a_plain_undefined_inside_a_value_is_null_as_at_the_top() -> None:
+    assert render_text("{{ [n if done, {'k': x if done}] }}", SCOPE) == [None, {"k": None}]
+    assert render_text("{{ n if done }}", SCOPE) is None
+
+
 # -- conditions
 
 

@@ -86,6 +86,115 @@ async def test_checkpoints_of_a_loop_grow_linearly_and_a_1000_item_loop_stays_un
     assert sizes[1000] / 1000 < 1.25 * sizes[250] / 250, sizes
 
 
+GRID = """\
+id: grid
+inputs: {n: {type: integer}, marker: {type: string}}
+state: {count: 0}
+steps:
+  - id: rows
+    for: {items: "{{ range(n) | list }}", variable: i}
+    steps:
+      - id: cells
+        for: {items: "{{ range(n) | list }}", variable: j}
+        steps:
+          - id: cell
+            skill: echo
+            parameters: {x: "{{ i * n + j }}", seen: "{{ count }}"}
+            state: {count: "{{ count + 1 }}"}
+  - id: stop
+    skill: gate
+    parameters: {marker: "{{ marker }}"}
+outputs: {rows: "{{ rows }}", count: "{{ count }}"}
+"""
+
+
+async def test_checkpoints_of_a_nested_loop_stay_small_and_grow_linearly_with_its_items(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    # issue 26: a 200 x 200 nested loop left 553 MB: every inner item took checkpoints that each
+    # record the whole graph; an inner loop is now checkpointed once per outer iteration
+    pid = publish(home, GRID)
+    opened = tmp_path / "open"
+    opened.write_text("open")
+    sizes: dict[int, int] = {}
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        with anyio.fail_after(60):
+            small = await client.call_tool(pid, {"n": 3, "marker": str(opened)})
+        for n in (50, 100):
+            with anyio.fail_after(300):
+                result = await client.call_tool(pid, {"n": n, "marker": str(tmp_path / "never")})
+            sizes[n] = stored_bytes(home / "state.sqlite", failed_run(result))  # kept for resume
+    assert small.structured_content is not None, text_of(small)
+    rows = small.structured_content["rows"]
+    # every cell saw the state the cell before it left, across inner and outer iterations
+    assert [[c["cell"] for c in row["cells"]] for row in rows] == [
+        [{"x": i * 3 + j, "seen": i * 3 + j} for j in range(3)] for i in range(3)
+    ]
+    assert small.structured_content["count"] == 9
+    assert sizes[100] < 2_000_000, sizes  # 10,000 inner items; inlined they took about 40 MB
+    assert sizes[100] / 10_000 < 1.25 * sizes[50] / 2_500, sizes  # linear in the items
+
+
+async def test_the_checkpoints_a_failed_run_keeps_are_bounded_by_max_state_bytes(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text("runs:\n  max_state_bytes: 300kB\n")
+    pid = publish(
+        home,
+        f"""\
+        id: many-small
+        steps:
+          - id: each
+            for: {{items: "{{{{ range(3000) | list }}}}", variable: x}}
+            skill: echo
+            parameters: {{x: "{{{{ x }}}}"}}
+          - id: stop
+            skill: gate
+            parameters: {{marker: "{tmp_path / "never"}"}}
+        """,
+    )
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        with anyio.fail_after(120):
+            result = await client.call_tool(pid, {})  # its data is about 30 kB, its checkpoints were 3 MB
+    error = json.loads(text_of(result))["error"]
+    assert error["type"] == "limit_exceeded", error
+    assert "the run's checkpoints passed its limit of 300 kB (max_state_bytes)" in error["message"]
+    run_id = failed_run(result)
+    assert stored_bytes(home / "state.sqlite", run_id) < 2 * 300_000  # its data, and that much again
+    record = RunStore(home / "state.sqlite").get(run_id)
+    assert record is not None and record.status == "failed" and record.failed_step == "each"
+
+
+async def test_an_output_holding_an_undefined_value_fails_the_run_cleanly(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    expression = "{{ [''] | map(attribute='__class__') | list }}"
+    pid = publish(
+        home,
+        f"""\
+        id: undefined-inside
+        steps:
+          - {{id: a, skill: echo, parameters: {{x: 1}}}}
+        outputs:
+          v: "{expression}"
+        """,
+    )
+    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+        result = await client.call_tool(pid, {})
+        still = await client.call_tool("text-stats", {"text": "still served"})
+    error = json.loads(text_of(result))["error"]
+    assert error["type"] == "skill_failed", error  # not `internal`
+    assert "outputs.v:" in error["message"] and expression in error["message"]
+    assert "'__class__'" in error["message"] and "Traceback" not in error["message"]
+    assert not still.is_error
+    env = {**os.environ, "ORCHESTRATOR_HOME": str(home)}
+    listed = run_cli("runs", "list", "--json", env=env, cwd=tmp_path)
+    assert listed.code == 0, listed.err
+    runs = json.loads(listed.out)["runs"]
+    assert [(r["run_id"], r["status"]) for r in runs] == [(failed_run(result), "failed")]  # not interrupted
+
+
 async def test_a_succeeded_run_leaves_no_checkpoints_and_a_failed_one_keeps_what_resume_needs(
     home: Path, skills: Path, tmp_path: Path
 ) -> None:

@@ -12,17 +12,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import anyio
 from mcp_types import CallToolResult, InputRequiredResult
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from pipelines.runs import LOCAL
 from skills import SkillContext, SkillRunError
 from skills.core.errors import LimitExceededError
 
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 
     from ._service import TaskService
 
-__all__ = ["RUN_IDS_KEY", "CallTarget", "continue_in_rounds", "identity_of"]
+__all__ = ["RUN_IDS_KEY", "CallTarget", "Identity", "continue_in_rounds", "identity_of"]
 
 log = logging.getLogger("mcp_server.tasks")
 
@@ -65,30 +67,71 @@ class CallTarget:
         return lambda: self.finish(lambda: self.run(arguments, ctx), ctx)
 
 
-def identity_of(context: Any) -> tuple[str | None, str, str]:
-    """(principal, requester, client name) of a request.
+class Identity(NamedTuple):
+    """Who is asking, as every per-client rule of the server sees it."""
 
-    The principal is the authenticated identity (OAuth client, issuer, subject), None on an
-    unauthenticated transport. The requester is what per-client limits count: the principal,
-    else the connection (handshake era), else the client's name (2026-07-28 requests carry no
-    connection).
-    """
+    principal: str | None
+    """The authenticated identity (OAuth client, issuer, subject); None on an unauthenticated
+    transport. Only it may read or cancel a task it created."""
+    requester: str
+    """What per-client limits count, across all its sessions: the principal, else (over HTTP) the
+    client's address as the transport reports it, else `local` (stdio, in-process)."""
+    client: str
+    """The client's name (clientInfo), for people reading logs and `orchestrator runs`."""
+    owner: str
+    """Whose runs it starts and whose runs it may see (`pipelines.runs.may_see`): the principal;
+    else over HTTP the handshake-era session, or, with neither (2026-07-28 requests and stateless
+    HTTP carry no session), this request alone; else `local`, the stdio client, which shares the
+    runs of the command line on the same home."""
+
+
+def identity_of(context: Any) -> Identity:
+    """The `Identity` of a request (`context`: a tool's `Context`, or anything whose
+    `request_context` is the SDK's request context); `local` outside any request."""
     from mcp.server.request_state import authenticated_principal
 
-    request = getattr(context, "request_context", None)
+    try:
+        request = getattr(context, "request_context", None)
+    except ValueError:  # the SDK's Context outside a request
+        request = None
     if request is None:
-        return None, "local", ""
+        return Identity(None, LOCAL, "", LOCAL)
     principal = authenticated_principal(request)
     session = request.session
     params = getattr(session, "client_params", None)
     info = getattr(params, "client_info", None) if params is not None else None
     client = getattr(info, "name", "") or ""
     if principal is not None:
-        return principal, f"principal:{principal}", client
-    if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return None, f"client:{client or 'anonymous'}", client
+        return Identity(principal, f"principal:{principal}", client, f"principal:{principal}")
+    scope = getattr(getattr(request, "request", None), "scope", None)
+    if not isinstance(scope, dict):  # stdio or in-process: the process's one client
+        return Identity(None, LOCAL, client, LOCAL)
+    from .._sessions import client_of
+
+    requester = f"address:{client_of(cast('dict[str, Any]', scope))}"
+    session_id = getattr(getattr(session, "_connection", None), "session_id", None)  # no public accessor
+    if isinstance(session_id, str) and session_id:
+        # A digest: the state database is no place for a key that would let its reader join the session.
+        owner = f"session:{hashlib.sha256(session_id.encode()).hexdigest()[:32]}"
+    else:
+        owner = f"request:{secrets.token_hex(16)}"
+    return Identity(None, requester, client, owner)
+
+
+def seen_tasks(request: Any) -> set[str]:
+    """Task ids the connection of `request` created or was given: without an authenticated
+    identity, what its 2025-11-25 `tasks/list` shows (never the tasks of another connection,
+    even from the same address)."""
+    session = request.session
     connection = getattr(session, "_connection", session)
-    return None, f"connection:{id(connection):x}", client
+    found: set[str] | None = getattr(connection, "_orchestrator_tasks", None)
+    if found is None:
+        found = set()
+        try:
+            connection._orchestrator_tasks = found
+        except AttributeError:  # a connection that takes no attributes keeps no list
+            pass
+    return found
 
 
 async def continue_in_rounds(
@@ -100,7 +143,7 @@ async def continue_in_rounds(
     bound: Callable[[SkillContext], AbstractAsyncContextManager[Any]],
 ) -> CallToolResult | InputRequiredResult:
     """One round of a call that may pause for the client's model (see the module doc)."""
-    principal, requester, _ = identity_of(context)
+    principal, requester, _, _ = identity_of(context)
     state = _decode(getattr(context, "request_state", None))
     responses = getattr(context, "input_responses", None)
     execution = service.host.get(state.get("x", "")) if state else None

@@ -31,6 +31,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
+from ._calls import seen_tasks
 from ._execution import first_of
 from .store import TaskRecord
 
@@ -122,7 +123,7 @@ class _Methods:
         record = await self.service.find(params.task_id, SimpleNamespace(request_context=ctx))
         if record is None:
             raise MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
-        _seen(ctx).add(record.task_id)
+        seen_tasks(ctx).add(record.task_id)
         return record, modern
 
     async def get(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
@@ -157,11 +158,11 @@ class _Methods:
         requester = SimpleNamespace(request_context=ctx)
         from ._calls import identity_of
 
-        principal, mine, _ = identity_of(requester)
+        principal = identity_of(requester).principal
         records = await self.service.in_thread(lambda: self.service.store.list(500, principal=principal))
-        seen = _seen(ctx)
+        seen = seen_tasks(ctx)
         if principal is None:  # no identity: the tasks this connection made or was given the id of
-            records = [r for r in records if r.requester == mine or r.task_id in seen]
+            records = [r for r in records if r.task_id in seen]
         start = int(params.cursor) if params.cursor and params.cursor.isdigit() else 0
         page = records[start : start + _LIST_PAGE]
         found = [await self.service.find(r.task_id, requester) or r for r in page]
@@ -229,17 +230,3 @@ async def _ask_client_for(ctx: Any, service: TaskService, task_id: str) -> None:
         answer = await ctx.session.send_request(CreateMessageRequest(params=params), shape, metadata=related)
         answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
     await service.answer(task_id, answers)
-
-
-def _seen(ctx: Any) -> set[str]:
-    """Task ids this connection created or was given (2025-11-25 `tasks/list` without identity)."""
-    session = ctx.session
-    connection = getattr(session, "_connection", session)
-    found: set[str] | None = getattr(connection, "_orchestrator_tasks", None)
-    if found is None:
-        found = set()
-        try:
-            connection._orchestrator_tasks = found
-        except AttributeError:  # a connection that takes no attributes keeps no list
-            pass
-    return found

@@ -33,7 +33,7 @@ from skills.core.errors import LimitExceededError
 
 from .._results import error_result
 from ._adopt import Adopter
-from ._calls import RUN_IDS_KEY, CallTarget, identity_of
+from ._calls import RUN_IDS_KEY, CallTarget, identity_of, seen_tasks
 from ._execution import Execution, ExecutionHost
 from ._postgres import PostgresTaskStore
 from .store import TaskLimits, TaskRecord, TaskState, TaskStore
@@ -137,16 +137,24 @@ class TaskService:
     ) -> TaskRecord | CallToolResult:
         """Start the call as a task; its record (or a limit error when the client has too many)."""
         await self.recover()
-        principal, requester, client = identity_of(context)
-        if await self.in_thread(self.store.active, requester) >= self.limits.max_per_client:
-            return error_result(
-                LimitExceededError(
-                    f"this client already has {self.limits.max_per_client} unfinished tasks",
-                    limit=f"unfinished tasks per client <= {self.limits.max_per_client}",
-                    hint="wait for them or cancel some (tasks: max_per_client in config.yaml raises it)",
-                ),
-                output_schema=target.output_schema,
+        principal, requester, client, _ = identity_of(context)
+        refused = None
+        if len(self.tasks) >= self.limits.max_total:
+            refused = LimitExceededError(
+                f"the server already runs {self.limits.max_total} unfinished tasks of all its clients",
+                limit=f"unfinished tasks per server <= {self.limits.max_total}",
+                hint="call again when some have finished (tasks: max_total in config.yaml raises it)",
             )
+        elif await self.in_thread(self.store.active, requester) >= self.limits.max_per_client:
+            # every session of one identity (or, unauthenticated over HTTP, of one address) counts
+            refused = LimitExceededError(
+                f"this client already has {self.limits.max_per_client} unfinished tasks",
+                limit=f"unfinished tasks per client <= {self.limits.max_per_client}",
+                hint="wait for them or cancel some (tasks: max_per_client in config.yaml raises it)",
+            )
+        if refused is not None:
+            log.warning("task refused for %s: %s", client or requester, refused.message)
+            return error_result(refused, output_schema=target.output_schema)
         limit = int(self.limits.max_ttl_hours * 3_600_000)
         ttl = min(ttl_ms, limit) if ttl_ms else int(self.limits.ttl_hours * 3_600_000)
         now = time.time()
@@ -165,6 +173,9 @@ class TaskService:
             status_message="started",
         )
         await self.in_thread(self.store.create, record)  # durable before the handle is returned (both specs)
+        request = getattr(context, "request_context", None)
+        if request is not None:
+            seen_tasks(request).add(record.task_id)  # its connection lists it (2025-11-25 `tasks/list`)
         from adapters.models import INBOX_KEY, InputInbox
 
         inbox = ctx.extras.get(INBOX_KEY)
@@ -214,8 +225,7 @@ class TaskService:
         record = self.records.get(task_id) or self.done.get(task_id) or await self.in_thread(self.store.get, task_id)
         if record is None:
             return None
-        principal, _, _ = identity_of(context)
-        if record.principal != principal:
+        if record.principal != identity_of(context).principal:
             return None
         execution = self.tasks.get(task_id)
         if execution is None and self.adopter is not None and not record.terminal:
@@ -317,6 +327,7 @@ class TaskService:
             self.tasks.pop(task_id, None)
             self.records.pop(task_id, None)
             self._heartbeat.remove(task_id)
+            self.host.forget(execution)  # its result is on record: the execution need not stay in memory
         else:
             update = self._live(record, execution)
             if (

@@ -45,7 +45,8 @@ class TaskRecord:
     """The authenticated identity that created it (None on unauthenticated transports); only the
     same identity may read or cancel it."""
     requester: str = ""
-    """Who it counts against for the per-client limit (the principal, else the connection)."""
+    """Who it counts against for the per-client limit (`identity_of`: the principal, else the
+    client's address over HTTP, else `local`)."""
     client: str = ""
     """The client's name (clientInfo), for people reading `orchestrator runs`."""
     era: Literal["extension", "core"] = "extension"
@@ -114,7 +115,11 @@ class TaskLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_per_client: int = 16
-    """Unfinished tasks one client (authenticated identity, else connection) may have at once."""
+    """Unfinished tasks one client may have at once, over all its sessions: an authenticated
+    identity, else (HTTP) every connection from one address, else (stdio) the one client."""
+    max_total: int = 1000
+    """Unfinished tasks the whole server runs at once, every client together (each holds its
+    call's state in memory until it ends)."""
     max_paused_calls: int = 8
     """2026-07-28 calls of one client that may wait, parked, for their next input round at once."""
     ttl_hours: float = 24.0
