@@ -10,10 +10,13 @@ an HTTP client's. Real servers (HTTP and stdio subprocesses) and the installed c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,8 @@ from _http import TIMEOUT, http_server
 from fixtures.run_skills import failed_run, publish, python_skills, text_of
 from helpers import ORCHESTRATOR, run_cli
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ResourceTemplateReference, TextResourceContents
 
@@ -147,6 +152,43 @@ async def test_a_2026_client_over_http_without_authentication_has_no_identity_th
                 refusal = await _read_refusal(modern, run_id)
                 unknown = await _read_refusal(modern, UNKNOWN)
     assert run_id not in offered and refusal == unknown
+
+
+@contextlib.asynccontextmanager
+async def _bearing(url: str, token: str, mode: str = "auto") -> AsyncIterator[Client]:
+    """A client whose every request carries `Authorization: Bearer <token>`."""
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        yield client
+
+
+async def test_a_bearer_token_is_an_identity_a_2026_client_comes_back_with_in_a_new_connection(
+    home: Path, skills: Path
+) -> None:
+    pid = _writer(home)
+    mine, theirs = secrets.token_hex(16), secrets.token_hex(16)
+    async with http_server(home, "--skills", str(skills)) as served:
+        with anyio.fail_after(TIMEOUT):
+            async with _bearing(served.url, mine) as first:
+                done = await first.call_tool(pid, {})
+                assert not done.is_error and done.structured_content is not None
+                run_id = done.structured_content["run_id"]
+            async with _bearing(served.url, mine, mode="legacy") as again, _bearing(served.url, theirs) as other:
+                assert run_id in await _offered(again, run_id)  # another connection, another era: the same key
+                assert await _text(again, f"run://{run_id}/notes/out.txt") == "written"
+                assert run_id not in await _offered(other, run_id)
+                assert await _read_refusal(other, run_id) == await _read_refusal(other, UNKNOWN)
+
+
+async def test_everyone_holding_the_servers_auth_token_is_one_identity(home: Path, skills: Path) -> None:
+    pid = _writer(home)
+    async with http_server(home, "--skills", str(skills), "--auth-token", "team-secret") as served:
+        with anyio.fail_after(TIMEOUT):
+            async with _bearing(served.url, "team-secret") as alice, _bearing(served.url, "team-secret") as bob:
+                done = await alice.call_tool(pid, {})
+                assert done.structured_content is not None
+                run_id = done.structured_content["run_id"]
+                assert await _text(bob, f"run://{run_id}/notes/out.txt") == "written"
 
 
 def _stdio(home: Path, skills: Path, tmp_path: Path) -> StdioServerParameters:

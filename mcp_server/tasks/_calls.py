@@ -80,9 +80,11 @@ class Identity(NamedTuple):
     """The client's name (clientInfo), for people reading logs and `orchestrator runs`."""
     owner: str
     """Whose runs it starts and whose runs it may see (`pipelines.runs.may_see`): the principal;
-    else over HTTP the handshake-era session, or, with neither (2026-07-28 requests and stateless
-    HTTP carry no session), this request alone; else `local`, the stdio client, which shares the
-    runs of the command line on the same home."""
+    else over HTTP the bearer token the request carries (everyone holding one token is one
+    identity, in every era and session: what lets a 2026-07-28 client come back to its runs),
+    else the handshake-era session, or, with neither (2026-07-28 requests and stateless HTTP
+    carry no session), this request alone; else `local`, the stdio client, which shares the runs
+    of the command line on the same home."""
 
 
 def identity_of(context: Any) -> Identity:
@@ -110,12 +112,24 @@ def identity_of(context: Any) -> Identity:
 
     requester = f"address:{client_of(cast('dict[str, Any]', scope))}"
     session_id = getattr(getattr(session, "_connection", None), "session_id", None)  # no public accessor
-    if isinstance(session_id, str) and session_id:
-        # A digest: the state database is no place for a key that would let its reader join the session.
+    token = _bearer(cast("dict[str, Any]", scope))
+    # Digests: the state database is no place for a key that would let its reader act as the client.
+    if token:
+        owner = f"token:{hashlib.sha256(token).hexdigest()[:32]}"
+    elif isinstance(session_id, str) and session_id:
         owner = f"session:{hashlib.sha256(session_id.encode()).hexdigest()[:32]}"
     else:
         owner = f"request:{secrets.token_hex(16)}"
     return Identity(None, requester, client, owner)
+
+
+def _bearer(scope: dict[str, Any]) -> bytes:
+    """The bearer token of an HTTP request (checked by `--auth-token`'s middleware when one is set;
+    otherwise a key the client chose for itself), or b""."""
+    for name, value in scope.get("headers") or ():
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            return bytes(value[7:]).strip()
+    return b""
 
 
 def seen_tasks(request: Any) -> set[str]:
