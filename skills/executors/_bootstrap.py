@@ -18,11 +18,12 @@ import resource
 import shutil
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .seccomp import syscall_filter
+from .seccomp import LOADER, syscall_filter
 
 if TYPE_CHECKING:
     from ._bwrap import BwrapMode
@@ -54,7 +55,8 @@ starting a second one: half the start-up of a Python script skill."""
 # they are reset for the program. A script run here sees `python script.py`: its folder first
 # on sys.path, then the standard library and the given site-packages (their .pth files are not
 # run), `__main__`, UTF-8 standard streams, no bytecode written.
-_BOOTSTRAP = """\
+_BOOTSTRAP = (
+    """\
 import _signal as s, os, resource as r, sys
 a = sys.argv
 def fail(what):
@@ -99,13 +101,10 @@ for spec in filter(None, a[1].split(",")):
     except (ValueError, OSError) as e: sys.stderr.write(f"orchestrator: resource limit {k}: {e}\\n")
 s.signal(s.SIGPIPE, s.SIG_DFL); s.signal(s.SIGXFSZ, s.SIG_DFL)
 if a[7] != "-":
-    import ctypes
-    class Prog(ctypes.Structure): _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-    bpf = bytes.fromhex(a[7]); code = ctypes.create_string_buffer(bpf, len(bpf))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (bwrap set it): the filter needs it
-    if libc.prctl(22, 2, ctypes.byref(Prog(len(bpf) // 8, ctypes.addressof(code))), 0, 0) != 0:  # PR_SET_SECCOMP
-        fail(f"cannot load the system-call filter: {os.strerror(ctypes.get_errno())}")
+    program = a[7]
+"""
+    + textwrap.indent(LOADER, "    ")
+    + """\
 if a[8] == "--run-python":
     script, paths = a[9], a[10]
     try:
@@ -125,6 +124,7 @@ else:
     except OSError as e:
         fail(f"cannot execute {a[8]}: {e.strerror}")
 """
+)
 
 
 def bootstrap_argv(
