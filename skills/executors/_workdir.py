@@ -30,6 +30,7 @@ import os
 import secrets
 import socket
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio.to_thread
@@ -150,7 +151,7 @@ def _copy_back(src: int, host: Path, cap: int) -> None:
     log.debug("bringing back %d entries, %d bytes, to %s", count, size, host)
     dst = os.open(host, _OPEN_DIR)
     try:
-        _copy_dir(src, dst, "")
+        _copy_dir(src, dst, "", _Left(cap, MAX_ENTRIES), 0)
     finally:
         os.close(dst)
 
@@ -164,7 +165,10 @@ def _measure(fd: int, cap: int, size: int, count: int, depth: int) -> tuple[int,
             count += 1
             if count > MAX_ENTRIES:
                 raise _Over(f"left more than {MAX_ENTRIES:,} files and folders in its work directory")
-            info = entry.stat(follow_symlinks=False)
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # gone meanwhile
             if stat.S_ISREG(info.st_mode):
                 size += info.st_size
                 if size > cap:
@@ -180,21 +184,38 @@ def _measure(fd: int, cap: int, size: int, count: int, depth: int) -> tuple[int,
     return size, count
 
 
-def _copy_dir(src: int, dst: int, where: str) -> None:
+@dataclass
+class _Left:
+    """What the copy may still write. A jail stopped by a kill may linger a moment after its bwrap
+    is reaped and change its files after they were measured: the copy keeps to the bounds anyway."""
+
+    bytes: int
+    entries: int
+
+
+def _copy_dir(src: int, dst: int, where: str, left: _Left, depth: int) -> None:
     with os.scandir(src) as it:
         entries = list(it)
     for entry in entries:
         name, shown = entry.name, f"{where}{entry.name}"
-        info = entry.stat(follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            _copy_subdir(src, dst, name, shown, info.st_mode)
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # gone meanwhile (a jail still being torn down)
+        left.entries -= 1
+        if left.entries < 0 or (stat.S_ISREG(info.st_mode) and info.st_size > left.bytes):
+            log.warning("work directory: %s is past the bounds it was measured within; not kept", shown)
+        elif stat.S_ISDIR(info.st_mode):
+            if depth < MAX_DEPTH:
+                _copy_subdir(src, dst, name, shown, info.st_mode, left, depth + 1)
         elif stat.S_ISREG(info.st_mode):
+            left.bytes -= info.st_size
             _copy_file(src, dst, name, shown, info)
         else:
             log.info("work directory: %s is not a file or a folder; not kept", shown)
 
 
-def _copy_subdir(src: int, dst: int, name: str, shown: str, mode: int) -> None:
+def _copy_subdir(src: int, dst: int, name: str, shown: str, mode: int, left: _Left, depth: int) -> None:
     inner = _open_dir(name, src)
     if inner is None:
         return
@@ -203,12 +224,17 @@ def _copy_subdir(src: int, dst: int, name: str, shown: str, mode: int) -> None:
             os.mkdir(name, stat.S_IMODE(mode) | 0o700, dir_fd=dst)
         except FileExistsError:
             pass
+        except OSError as exc:
+            if exc.errno in _FATAL:
+                raise
+            log.warning("work directory: folder %s could not be made on the host (%s)", shown, exc.strerror)
+            return
         target = _open_dir(name, dst)
         if target is None:
             log.warning("work directory: %s is not a folder on the host (a link?); its contents were not kept", shown)
             return
         try:
-            _copy_dir(inner, target, f"{shown}/")
+            _copy_dir(inner, target, f"{shown}/", left, depth)
         finally:
             os.close(target)
     finally:
@@ -218,7 +244,7 @@ def _copy_subdir(src: int, dst: int, name: str, shown: str, mode: int) -> None:
 def _copy_file(src: int, dst: int, name: str, shown: str, info: os.stat_result) -> None:
     try:
         there = os.stat(name, dir_fd=dst, follow_symlinks=False)
-    except FileNotFoundError:
+    except OSError:
         there = None
     if there is not None and stat.S_ISREG(there.st_mode):
         if (there.st_size, there.st_mtime_ns) == (info.st_size, info.st_mtime_ns):
