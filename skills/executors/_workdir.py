@@ -15,11 +15,12 @@ brought back afterwards:
    regular file and folder is copied into the host's directory, except the files the host
    already has with the same size and modification time (those it was seeded with).
 
-The copy never follows a symbolic link on either side (every step opens the next name relative
-to a directory descriptor with O_NOFOLLOW), so a link the skill made, or one planted in the
-host's directory, leads nowhere. Symbolic links, FIFOs and sockets the skill made are not
-brought back, nor are deletions and renames of the files the directory started with (the host
-keeps them).
+Files and folders keep their modes and modification times and, when the server runs as root,
+their owner (the sandbox user). The copy never follows a symbolic link on either side (every
+step opens the next name relative to a directory descriptor with O_NOFOLLOW), so a link the
+skill made, or one planted in the host's directory, leads nowhere. Symbolic links, FIFOs and
+sockets the skill made are not brought back, nor are deletions and renames of the files the
+directory started with (the host keeps them).
 """
 
 from __future__ import annotations
@@ -222,6 +223,8 @@ def _copy_subdir(src: int, dst: int, name: str, shown: str, mode: int, left: _Le
     try:
         try:
             os.mkdir(name, stat.S_IMODE(mode) | 0o700, dir_fd=dst)
+            if _ROOT:
+                os.chown(name, *_owner(inner), dir_fd=dst, follow_symlinks=False)
         except FileExistsError:
             pass
         except OSError as exc:
@@ -279,6 +282,8 @@ def _write(source: int, dst: int, temp: str, info: os.stat_result) -> None:
     target = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dst)
     try:
         _copy_bytes(source, target, info.st_size)
+        if _ROOT:  # owned, as the jail wrote it, by the sandbox user: the next jail may change it too
+            os.fchown(target, info.st_uid, info.st_gid)
         os.fchmod(target, stat.S_IMODE(info.st_mode) & 0o777)
         os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
     finally:
@@ -297,6 +302,14 @@ def _copy_bytes(source: int, target: int, size: int) -> None:
         if sent == 0:
             return  # shorter than measured
         done += sent
+
+
+_ROOT = os.geteuid() == 0
+
+
+def _owner(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_uid, info.st_gid
 
 
 def _mib(nbytes: int) -> str:
