@@ -82,15 +82,30 @@ if a[4] != "-":
         c.close(); os.close(w)
     except OSError as e:
         fail(f"cannot hand over the work directory: {e}")
-if a[6] != "-":
-    import shutil
-    for e in os.scandir(a[6]):
+def seed(src, dst):  # copy the tree (links as links), modes and times; no shutil: its import costs ~10 ms
+    for e in os.scandir(src):
+        d = os.path.join(dst, e.name)
         try:
-            if e.is_dir(follow_symlinks=False): shutil.copytree(e.path, os.path.join(a[5], e.name), symlinks=True)
-            else: shutil.copy2(e.path, os.path.join(a[5], e.name), follow_symlinks=False)
-        except (OSError, shutil.Error) as x:
-            if os.statvfs(a[5]).f_bavail == 0: os._exit(125)  # full: the server says so
-            sys.stderr.write(f"orchestrator: {e.name} was not copied into the work directory: {x}"[:500] + "\\n")
+            st = e.stat(follow_symlinks=False)
+            if e.is_symlink():
+                os.symlink(os.readlink(e.path), d)
+            elif e.is_dir(follow_symlinks=False):
+                os.mkdir(d, 0o700); seed(e.path, d); os.chmod(d, st.st_mode & 0o777)
+            elif e.is_file(follow_symlinks=False):
+                i, o, n = os.open(e.path, os.O_RDONLY), os.open(d, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), 0
+                try:
+                    while n < st.st_size and (k := os.sendfile(o, i, n, st.st_size - n)): n += k
+                finally:
+                    os.close(i); os.close(o)
+                os.chmod(d, st.st_mode & 0o777)
+            else:
+                continue
+            os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        except OSError as x:
+            if os.statvfs(dst).f_bavail == 0: os._exit(125)  # full: the server says so
+            sys.stderr.write(f"orchestrator: {e.name} was not copied into the work directory: {x.strerror}\\n")
+if a[6] != "-":
+    seed(a[6], a[5])
 if a[3] != "-":
     os.chdir(a[3])
 for spec in filter(None, a[1].split(",")):
