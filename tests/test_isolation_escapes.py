@@ -330,3 +330,18 @@ def test_doctor_and_skills_show_say_how_code_is_confined(tmp_path: Path) -> None
     stranger(tmp_path / "skills", "stranger")
     shown = run_cli("skills", "show", "stranger", "--skills", str(tmp_path / "skills"), env=env, cwd=tmp_path).out
     assert "confinement: confined by bubblewrap" in shown and "no network" in shown
+
+
+def test_doctor_says_so_when_jails_run_without_a_system_call_filter(tmp_path: Path) -> None:
+    """Where libseccomp cannot be loaded the jails still confine, and `doctor` names what is missing."""
+    missing = tmp_path / "no-libseccomp"
+    missing.mkdir()
+    (missing / "pyseccomp.py").write_text('raise RuntimeError("Unable to find libseccomp")\n')  # as pyseccomp says it
+    env = {**os.environ, "ORCHESTRATOR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(missing)}
+    report = run_cli("doctor", "--json", env=env, cwd=tmp_path).json()
+    assert isinstance(report, dict)
+    assert report["isolation"]["available"] is True  # confined all the same
+    syscalls = report["isolation"]["syscall_filter"]
+    assert syscalls["available"] is False and "libseccomp2" in syscalls["reason"]
+    shown = run_cli("doctor", env=env, cwd=tmp_path).out
+    assert "NO FILTER: libseccomp cannot be loaded" in shown

@@ -65,11 +65,11 @@ class WorkArea:
 
     def __init__(self, host: Path, cap_bytes: int) -> None:
         self.host, self.cap = host, cap_bytes
-        self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._ours.setblocking(False)
         with os.scandir(host) as entries:
             self.seeded = next(entries, None) is not None
         """Whether the host's directory has anything to start with (else no copy, no mount)."""
+        self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._ours.setblocking(False)
 
     @property
     def handoff(self) -> int:
@@ -124,7 +124,7 @@ class WorkArea:
     def _receive(self) -> int | None:
         try:
             _, fds, _, _ = socket.recv_fds(self._ours, 16, 1, socket.MSG_CMSG_CLOEXEC)
-        except (BlockingIOError, OSError):
+        except OSError:  # nothing was sent (BlockingIOError), or the socket is gone
             return None
         return fds[0] if fds else None
 
