@@ -37,6 +37,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import platform
 import subprocess
 import sys
 import tempfile
@@ -111,7 +112,8 @@ class SyscallFilter:
 
 @functools.cache
 def syscall_filter() -> SyscallFilter:
-    """The jails' filter, generated on first use and kept for the process (about a millisecond)."""
+    """The jails' filter, made on first use and kept for the process (a few tens of milliseconds
+    once: a millisecond to generate, the rest to try it in a new Python process)."""
     try:
         program = _generate()
     except (ImportError, RuntimeError) as exc:  # pyseccomp raises RuntimeError when it finds no libseccomp
@@ -152,8 +154,9 @@ def _generate() -> bytes:
             log.debug("system call %s is unknown to this libseccomp; not filtered", name)
             continue  # newer than the library (and likely than the kernel)
         rules.add_rule(sc.ERRNO(errno.EPERM), name)
+    flags = 1 if platform.machine().startswith("s390") else 0  # clone's flags come second there only
     for flag in _CLONE_NEW.values():
-        rules.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+        rules.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(flags, sc.MASKED_EQ, flag, flag))
     rules.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     with tempfile.TemporaryFile() as handle:
         rules.export_bpf(handle)
