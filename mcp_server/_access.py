@@ -27,6 +27,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from skills import Home, SkillContext
 from skills.core.roots import AllowedRoots, current_roots
 from skills.executors.isolation import IsolationSettings, load_settings, probe
+from skills.executors.seccomp import syscall_filter
 
 __all__ = ["Access"]
 
@@ -60,7 +61,16 @@ class Access:
         """Say once at start-up how subprocesses of skills will be confined (this probes bwrap)."""
         isolation = probe(self.settings)
         if isolation.available:
-            log.info("isolation: %s", isolation.summary())
+            log.info("isolation: %s; work directories of %d MiB", isolation.summary(), isolation.disk_mb)
+            syscalls = syscall_filter()
+            if syscalls.available:
+                log.info("jails: %s", syscalls.summary())
+            else:
+                log.warning(
+                    "jails run WITHOUT a system-call filter (namespaces and mounts are refused only by the "
+                    "capabilities they lack): %s",
+                    syscalls.reason,
+                )
         else:
             log.warning(
                 "isolation %s; script skills, run-tests and shell-command run UNCONFINED (with the server's "

@@ -8,6 +8,7 @@ registered the pipeline. The server's limits come from the home's `config.yaml`:
       max_steps: 100000          # skill calls and loop iterations of one run (nested pipelines included)
       max_loop_items: 50000      # items of one `for`
       max_state_bytes: 100MB     # step outputs and state values a run stores (JSON size)
+      max_artifact_bytes: 1GB    # files a run's steps leave in its artifact directory
       max_wall_time: 24h         # one attempt of a run (start or resume)
       max_agent_tokens: 2000000  # tokens all agents of a run spend together (skills.core.budget)
       max_agent_cost_usd: 5      # dollars all agents of a run spend together
@@ -20,7 +21,9 @@ is the smaller of each pair, so a client registering a pipeline cannot raise the
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -36,6 +39,7 @@ __all__ = [
     "LimitName",
     "RunLimits",
     "ServerLimits",
+    "artifact_bytes",
     "parse_bytes",
     "parse_duration",
 ]
@@ -45,7 +49,7 @@ log = logging.getLogger("pipelines.limits")
 BUDGET_KEY = "run_budget"
 """Where a step's call finds its run's `Budget` in `ctx.extras` (a pipeline called as a step shares it)."""
 
-LimitName = Literal["max_steps", "max_loop_items", "max_state_bytes", "max_wall_time"]
+LimitName = Literal["max_steps", "max_loop_items", "max_state_bytes", "max_wall_time", "max_artifact_bytes"]
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -89,6 +93,10 @@ class RunLimits(BaseModel):
     too) and every state assignment. Accepts sizes like `10MB`."""
     max_wall_time: float | None = Field(default=None, gt=0)
     """Seconds one attempt of the run (a start or a resume) may take. Accepts `30m`, `2h`."""
+    max_artifact_bytes: int | None = Field(default=None, ge=1)
+    """Bytes of files the run's steps may leave in its artifact directory
+    (`pipelines/<id>/runs/<run>/`), measured after each step: the step that passes it fails the
+    run. Accepts sizes like `500MB`."""
     max_agent_tokens: int | None = Field(default=None, ge=1)
     """Tokens all agents of the run may spend together (parallel ones and those of the
     pipelines it calls included); each stops with `budget_exceeded` once they are spent."""
@@ -98,7 +106,7 @@ class RunLimits(BaseModel):
     """Seconds from the run's start (each attempt) after which no agent of it takes another
     turn. Accepts `30m`, `2h`."""
 
-    @field_validator("max_state_bytes", mode="before")
+    @field_validator("max_state_bytes", "max_artifact_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
         return None if value is None else parse_bytes(value)
@@ -122,6 +130,7 @@ DEFAULT_LIMITS = RunLimits(
     max_loop_items=50_000,
     max_state_bytes=100 * 10**6,
     max_wall_time=86_400,
+    max_artifact_bytes=10**9,
     max_agent_tokens=2_000_000,
     max_agent_cost_usd=5.0,
 )
@@ -185,6 +194,7 @@ _WHAT: dict[str, str] = {
     "max_loop_items": "loop items",
     "max_state_bytes": "bytes of data",
     "max_wall_time": "seconds",
+    "max_artifact_bytes": "bytes of artifacts",
 }
 
 
@@ -248,6 +258,23 @@ class Budget:
         if self.parent is not None:
             self.parent.check_items(step_id, count)
 
+    def check_artifacts(self, step_id: str, folder: Path) -> None:
+        """Refuse the run once its artifact directory holds more than `max_artifact_bytes`.
+
+        Blocking (it walks the folder): called in a worker thread when there is a folder to walk.
+        """
+        cap = self.limits.max_artifact_bytes
+        if cap is None:
+            return
+        used = artifact_bytes(folder, stop_above=cap)
+        if used > cap:
+            raise self.exceeded(
+                "max_artifact_bytes",
+                step_id,
+                f"the run's artifacts in {folder} passed its limit of {_size(cap)} (nothing more is written "
+                "there; what is there stays until `runs prune` forgets the run)",
+            )
+
     def exceeded(self, limit: LimitName, step_id: str, what: str) -> RunLimitExceeded:
         """The error for `limit`, with a hint saying who set it and where to change it."""
         from .errors import RunLimitExceeded
@@ -260,6 +287,33 @@ class Budget:
             where = f"`runs: {{{limit}: ...}}` in {self.config}" if self.config else f"`runs: {{{limit}: ...}}`"
             hint = f"a limit of the server: raise {where} if the run needs more, or make it do less work"
         return RunLimitExceeded(f"step '{step_id}': {what} ({limit})", limit=limit, hint=hint, step_id=step_id)
+
+
+def artifact_bytes(folder: Path, *, stop_above: int | None = None) -> int:
+    """Apparent bytes of the regular files under `folder` (links not followed); 0 if it is missing.
+
+    With `stop_above`, the count stops as soon as it passes that many (the answer is then only
+    known to be larger).
+    """
+    total, pending = 0, [str(folder)]
+    while pending:
+        try:
+            entries = os.scandir(pending.pop())
+        except OSError:
+            continue  # gone, or not a folder
+        with entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    pending.append(entry.path)
+                elif stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+                    if stop_above is not None and total > stop_above:
+                        return total
+    return total
 
 
 def _size(nbytes: int) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -153,6 +154,18 @@ class RunContext:
         if spent:
             update["spent"] = spent
 
+    async def check_artifacts(self, step: StepSpec) -> None:
+        """After a step: the run fails once its artifact directory holds more than its limit."""
+        if self.budget.limits.max_artifact_bytes is None:
+            return
+        try:
+            with os.scandir(self.artifact_dir) as entries:
+                if next(entries, None) is None:
+                    return  # most runs write no file: no thread hop
+        except OSError:
+            return  # not made yet
+        await anyio.to_thread.run_sync(self.budget.check_artifacts, step.id, self.artifact_dir)
+
     # -- steps -------------------------------------------------------------------------------------
     async def step_started(self, step: StepSpec) -> None:
         if step.id in self.progress.top:
@@ -177,6 +190,7 @@ class RunContext:
             output: Any = failure_record(step.id, str(failure))
         else:
             output = await self._call_with_policy(step, arguments, spent)
+        await self.check_artifacts(step)
         nbytes = json_size(output)
         self.budget.charge(step.id, 0, nbytes)
         update: dict[str, Any] = (

@@ -262,7 +262,8 @@ class PipelineSpec(_Model):
     `max_wall_time`, never raises it."""
     limits: RunLimits | None = None
     """Lower the server's run limits for this pipeline (`max_steps`, `max_loop_items`,
-    `max_state_bytes`, `max_wall_time`): a value above the server's is capped to it."""
+    `max_state_bytes`, `max_wall_time`, `max_artifact_bytes`, ...): a value above the server's is
+    capped to it."""
 
     @field_validator("id")
     @classmethod

@@ -8,8 +8,10 @@ for in the host's /proc.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import secrets
 import socket
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,43 @@ if action == "legit":
     out["tmp"] = attempt(lambda: write("/tmp/scratch", "scratch"))
 elif action == "connect":
     out["result"] = attempt(lambda: socket.create_connection(("127.0.0.1", args["port"]), timeout=5).close())
+elif action == "abstract":
+    def reach(name):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect("\\0" + name)
+    out["result"] = attempt(lambda: reach(args["address"]))
+elif action == "kernel":
+    import ctypes, errno, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    machine = os.uname().machine
+
+    def call(result):
+        return "ok" if result == 0 else errno.errorcode[ctypes.get_errno()]
+
+    def clone(flags):  # a raw clone(2): a child that is made leaves at once
+        pid = libc.syscall({"x86_64": 56, "aarch64": 220}[machine], flags | 17, 0, 0, 0, 0)  # | SIGCHLD
+        if pid == 0:
+            os._exit(0)
+        return "ok" if pid > 0 else errno.errorcode[ctypes.get_errno()]
+
+    unshare = getattr(os, "unshare", None)  # Python 3.12+
+    out["os.unshare"] = attempt(lambda: unshare(os.CLONE_NEWNS)) if unshare else None
+    for name, flag in (("mount", 0x20000), ("net", 0x40000000), ("user", 0x10000000), ("pid", 0x20000000)):
+        out[f"unshare {name}"] = call(libc.unshare(flag))
+    out["mount tmpfs"] = call(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))
+    out["setns"] = call(libc.setns(os.open("/proc/self/ns/net", os.O_RDONLY), 0))
+    out["clone newuser"] = clone(0x10000000)
+    out["clone3"] = call(libc.syscall(435, 0, 0))
+    thread = threading.Thread(target=len, args=("",))
+    thread.start(), thread.join()
+    commands = (["unshare", "-m", "true"], ["unshare", "-n", "true"], ["unshare", "-U", "true"])
+    commands += (["mount", "-t", "tmpfs", "none", "/tmp"],)
+    out["commands"] = {}
+    for argv in commands:
+        done = subprocess.run(argv, capture_output=True, text=True)
+        out["commands"][" ".join(argv)] = {"code": done.returncode, "stderr": done.stderr.strip()}
+    status = dict(line.split(":", 1) for line in read("/proc/self/status").splitlines() if ":" in line)
+    out["status"] = {key: status[key].strip() for key in ("Seccomp", "CapEff", "CapPrm", "NoNewPrivs")}
 elif action == "write":
     out["outside"] = attempt(lambda: write(args["path"], "escaped"))
     out["own_folder"] = attempt(lambda: write(os.path.join(here, "planted.txt"), "planted"))
@@ -144,6 +183,43 @@ async def test_it_cannot_connect_to_a_listener_on_the_hosts_loopback_unless_it_a
         listener.setblocking(True)
         listener.settimeout(5)
         listener.accept()[0].close()
+
+
+async def test_host_abstract_unix_sockets_are_out_of_reach_unless_the_skill_asks_for_the_network(
+    server: OrchestratorServer,
+) -> None:
+    """Abstract Unix sockets (`@name`) belong to a network namespace: `network: true` reaches the host's (README)."""
+    name = f"orchestrator-test-{secrets.token_hex(8)}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)
+        listener.listen()
+        listener.setblocking(False)
+        out = await attempt(server, "abstract", address=name)
+        assert out["result"]["ok"] is False and "ConnectionRefusedError" in out["result"]["error"]
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing reached the host
+        online = await attempt(server, "abstract", name="stranger-online", address=name)
+        assert online["result"]["ok"] is True  # the host's network namespace, its abstract sockets included
+        listener.setblocking(True)
+        listener.settimeout(5)
+        listener.accept()[0].close()
+
+
+async def test_namespaces_and_mounts_are_refused_by_the_jails_system_call_filter(server: OrchestratorServer) -> None:
+    """The kernel surface behind most user-namespace escalations, refused with EPERM (issue 26, finding 10)."""
+    out = await attempt(server, "kernel")
+    assert out["status"]["Seccomp"] == "2" and out["status"]["NoNewPrivs"] == "1"  # a filter, for good
+    assert int(out["status"]["CapEff"], 16) == 0 and int(out["status"]["CapPrm"], 16) == 0  # and no capability
+    refused = ("unshare mount", "unshare net", "unshare user", "unshare pid", "mount tmpfs", "setns", "clone newuser")
+    assert {key: out[key] for key in refused} == dict.fromkeys(refused, "EPERM")
+    if out["os.unshare"] is not None:
+        assert out["os.unshare"]["ok"] is False and "PermissionError" in out["os.unshare"]["error"]
+    assert out["clone3"] == "ENOSYS"  # so that the C library falls back to clone(), whose flags a filter can read
+    eperm = os.strerror(errno.EPERM)
+    commands = out["commands"]
+    for command in ("unshare -m true", "unshare -n true", "unshare -U true"):
+        assert commands[command]["code"] != 0 and eperm in commands[command]["stderr"], commands
+    assert commands["mount -t tmpfs none /tmp"]["code"] != 0
 
 
 async def test_it_cannot_write_outside_its_work_directory_nor_into_its_own_folder(
@@ -245,6 +321,7 @@ def test_doctor_and_skills_show_say_how_code_is_confined(tmp_path: Path) -> None
     report = run_cli("doctor", "--json", "--allow-dir", str(tmp_path), env=env, cwd=tmp_path).json()
     assert isinstance(report, dict)
     assert report["isolation"]["available"] is True and report["isolation"]["mode"] in ("root", "userns")
+    assert report["isolation"]["syscall_filter"]["available"] is True and report["isolation"]["disk_mb"] == 1024
     assert report["files"] == {
         "roots": [str(tmp_path.resolve())],
         "origin": "allow-dir",
@@ -254,3 +331,18 @@ def test_doctor_and_skills_show_say_how_code_is_confined(tmp_path: Path) -> None
     stranger(tmp_path / "skills", "stranger")
     shown = run_cli("skills", "show", "stranger", "--skills", str(tmp_path / "skills"), env=env, cwd=tmp_path).out
     assert "confinement: confined by bubblewrap" in shown and "no network" in shown
+
+
+def test_doctor_says_so_when_jails_run_without_a_system_call_filter(tmp_path: Path) -> None:
+    """Where libseccomp cannot be loaded the jails still confine, and `doctor` names what is missing."""
+    missing = tmp_path / "no-libseccomp"
+    missing.mkdir()
+    (missing / "pyseccomp.py").write_text('raise RuntimeError("Unable to find libseccomp")\n')  # as pyseccomp says it
+    env = {**os.environ, "ORCHESTRATOR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(missing)}
+    report = run_cli("doctor", "--json", env=env, cwd=tmp_path).json()
+    assert isinstance(report, dict)
+    assert report["isolation"]["available"] is True  # confined all the same
+    syscalls = report["isolation"]["syscall_filter"]
+    assert syscalls["available"] is False and "libseccomp2" in syscalls["reason"]
+    shown = run_cli("doctor", env=env, cwd=tmp_path).out
+    assert "NO FILTER: libseccomp cannot be loaded" in shown

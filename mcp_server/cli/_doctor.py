@@ -46,7 +46,14 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         f"home:       {report['home']['path']}" + ("" if report["home"]["exists"] else " (not created yet)"),
         "isolation:  " + (f"confined: {iso['summary']}" if iso["available"] else f"UNAVAILABLE: {iso['reason']}"),
     ]
-    if not iso["available"]:
+    if iso["available"]:
+        syscalls = iso["syscall_filter"]
+        lines.append(
+            f"            disk: {iso['disk_mb']} MiB per call's work directory; system calls: "
+            + ("namespaces, mounts and other kernel surface refused (seccomp)" if syscalls["available"] else "")
+            + ("" if syscalls["available"] else f"NO FILTER: {syscalls['reason']}")
+        )
+    else:
         lines.append(
             "            script skills, run-tests and shell-command run unconfined; create_skill "
             + ("tests and publishes anyway (allow_unconfined)" if iso["allow_unconfined"] else "will not publish")
@@ -65,7 +72,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     ]
     lines += [f"            {warning}" for warning in skills["warnings"]]
     if "queue" in report:
-        lines.insert(6, _queue_line(report["queue"]))
+        lines.insert(
+            next(i for i, line in enumerate(lines) if line.startswith("state:")) + 1, _queue_line(report["queue"])
+        )
     print("\n".join(lines))
     return EXIT_OK
 
@@ -73,6 +82,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def diagnose(args: argparse.Namespace) -> dict[str, Any]:
     from skills.core.roots import AllowedRoots
     from skills.executors.isolation import load_settings, probe
+    from skills.executors.seccomp import syscall_filter
 
     the_home = home(args)
     isolation = probe(load_settings(the_home.root))
@@ -81,7 +91,11 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
         "versions": {name: _version(name) for name in _PACKAGES},
         "python": {"version": platform.python_version(), "executable": sys.executable, "platform": sys.platform},
         "home": {"path": str(the_home.root), "exists": the_home.root.is_dir()},
-        "isolation": {**isolation.as_dict(), "summary": isolation.summary()},
+        "isolation": {
+            **isolation.as_dict(),
+            "summary": isolation.summary(),
+            "syscall_filter": syscall_filter().as_dict(),
+        },
         "files": {**roots.as_dict(), "shown": roots.shown()},
         "state": _state(args, the_home.state_db),
         "providers": _providers(),

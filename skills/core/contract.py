@@ -164,6 +164,10 @@ class SkillContract(BaseModel):
     """Seconds before the call is stopped (agents use `run.agent.timeout`)."""
     memory_mb: int = Field(default=512, ge=16, le=16384)
     """Address-space limit of a script skill's process, in MiB."""
+    disk_mb: int | None = Field(default=None, ge=1, le=16384)
+    """MiB a confined script skill may write into its work directory (a tmpfs the size of it):
+    past it its writes fail (ENOSPC) and the call fails keeping none of them. Default: the home's
+    `isolation: {disk_mb: ...}` (1024)."""
     max_output_bytes: int = Field(default=1_000_000, ge=1024, le=64_000_000)
     """Cap on what a script skill may print; the call fails past it."""
     env: list[str] = Field(default_factory=list)

@@ -8,7 +8,11 @@ The sandbox's `/` is an empty tmpfs; only what this module lists is mounted in i
   host keys and private TLS keys stay out;
 - the Python installation that runs scripts (the server's venv and its base interpreter);
 - what the caller asks for read-only (the skill folder, the project under test) and one
-  writable work directory, each at its own path so that paths in arguments keep working;
+  writable work directory, each at its own path so that paths in arguments keep working. The
+  work directory is a tmpfs of a fixed size (`work_bytes`): writing past it fails with ENOSPC
+  inside the jail and the server's disk never sees it; the host's directory is mounted
+  read-only at `SEED` so the jail's first step can copy what it holds (`skills.executors._workdir`
+  brings the result back);
 - a /proc of its own PID namespace, a minimal /dev, and private size-capped /tmp and /dev/shm.
 
 Nothing else: not the user's home, not the server's home directory, not /root, /run or /var.
@@ -33,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["BwrapMode", "bwrap_argv", "python_paths"]
+__all__ = ["SEED", "BwrapMode", "bwrap_argv", "python_paths"]
 
 BwrapMode = Literal["userns", "root"]
 
@@ -45,6 +49,8 @@ _ETC = (
     f"python3.{sys.version_info.minor}",
 )  # fmt: skip
 _SHM_BYTES = 64 * 2**20
+SEED = Path("/.orchestrator-seed")
+"""Where a jail sees, read-only, the host's work directory whose files its tmpfs starts with."""
 
 
 def bwrap_argv(
@@ -55,8 +61,14 @@ def bwrap_argv(
     read_only: Sequence[Path] = (),
     network: bool = False,
     tmp_bytes: int,
+    work_bytes: int | None = None,
+    seed: bool = False,
 ) -> list[str]:
-    """The `bwrap ...` prefix that runs a command in a jail with these paths (resolved ones)."""
+    """The `bwrap ...` prefix that runs a command in a jail with these paths (resolved ones).
+
+    With `work_bytes`, `workdir` is a tmpfs of that size (with `seed`, the host's `workdir` is
+    at `SEED` too); without, the host's `workdir` itself is mounted writable.
+    """
     argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     argv += ["--hostname", "sandbox"]
     if not network:
@@ -73,10 +85,15 @@ def bwrap_argv(
     # (mounted before, the tmpfs would hide it and the jail would find no interpreter).
     argv += _python_args()
     extra = [p for p in _outside_system(read_only) if not _covered(p, python_paths())]
-    binds = [(p, "--ro-bind") for p in extra] + [(workdir, "--bind")]
+    binds = [(p, "--ro-bind") for p in extra] + [(workdir, "--bind" if work_bytes is None else "--tmpfs")]
     argv += _ancestors([p for p, _ in binds], [Path(p) for p in _SYSTEM] + list(python_paths()))
     for path, flag in sorted(binds, key=lambda b: len(b[0].parts)):  # a parent before what it holds
-        argv += [flag, str(path), str(path)]
+        if flag == "--tmpfs":  # writable by the sandbox user of root mode too
+            argv += ["--perms", "0777", "--size", str(work_bytes), "--tmpfs", str(path)]
+        else:
+            argv += [flag, str(path), str(path)]
+    if work_bytes is not None and seed:
+        argv += ["--ro-bind", str(workdir), str(SEED)]
     argv += ["--chdir", "/", "--"]  # the bootstrap enters the work directory
     return argv
 

@@ -5,7 +5,9 @@ Script skills, created skills' tests, `run-tests` and `shell-command` all go thr
 - Confined (bubblewrap works here, see `skills.executors.isolation`): the process runs in a jail of its
   own (`skills.executors._bwrap`): no network unless asked, the system and the given paths read-only, one
   writable work directory, private /tmp, its own PID namespace. When its first process ends,
-  or on stop, the namespace goes and every descendant with it, `setsid` ones included.
+  or on stop, the namespace goes and every descendant with it, `setsid` ones included. The work
+  directory is a size-capped tmpfs (`skills.executors._workdir`): what the call leaves there is
+  copied to the host's directory when it has ended, or refused whole when it filled the cap.
 - Unconfined (no bubblewrap): its own session and process group, a scrubbed environment; on
   stop the group gets SIGTERM, a grace period, then SIGKILL, and a sweep of /proc kills what
   left the group (`setsid`) but still carries the jail's token in its environment.
@@ -30,7 +32,8 @@ import anyio
 from anyio.abc import Process
 
 from ._bootstrap import PYTHON, RUN_PYTHON, SANDBOX_USER, bootstrap_argv, exit_signal
-from ._bwrap import bwrap_argv
+from ._bwrap import SEED, bwrap_argv
+from ._workdir import WorkArea
 from .isolation import Isolation
 
 __all__ = ["PYTHON", "RUN_PYTHON", "SYSTEM_PATH", "Jail", "Jailed", "bootstrap_argv", "exit_signal"]
@@ -57,6 +60,8 @@ class Jail:
     """Wall-clock budget; backs a CPU-seconds limit (None: none)."""
     tmp_mb: int = 256
     """Size of the private /tmp (confined)."""
+    disk_mb: int | None = None
+    """Size of the work directory, a tmpfs (confined); None: the home's `isolation: {disk_mb: ...}`."""
     cwd: Path | None = None
     """Working directory when it is not `workdir` (one of `read_only`, e.g. the project under test)."""
 
@@ -64,8 +69,11 @@ class Jail:
 class Jailed:
     """A running jailed process; `close()` stops whatever is left of it and cleans up."""
 
-    def __init__(self, process: Process, confined: bool, token: str, tmpdir: Path | None) -> None:
+    def __init__(
+        self, process: Process, confined: bool, token: str, tmpdir: Path | None, work: WorkArea | None = None
+    ) -> None:
         self.process, self.confined, self._token, self._tmpdir = process, confined, token, tmpdir
+        self._work = work
 
     @classmethod
     async def open(
@@ -90,11 +98,12 @@ class Jailed:
         cwd = Path(os.path.realpath(jail.cwd)) if jail.cwd else workdir
         token = secrets.token_hex(8)
         environment = {**env, "HOME": str(workdir), _TOKEN: token}
-        tmpdir = None
+        tmpdir = work = None
         if isolation.available and isolation.bwrap and isolation.mode:
             if isolation.mode == "root" and workdir.stat().st_uid != SANDBOX_USER:
                 os.chown(workdir, SANDBOX_USER, SANDBOX_USER)  # the sandbox user writes here
             read_only = tuple(Path(os.path.realpath(p)) for p in jail.read_only)
+            work = WorkArea(workdir, (jail.disk_mb or isolation.disk_mb) * 2**20)
             argv = bwrap_argv(
                 isolation.bwrap,
                 isolation.mode,
@@ -102,6 +111,8 @@ class Jailed:
                 read_only=read_only,
                 network=jail.network,
                 tmp_bytes=jail.tmp_mb * 2**20,
+                work_bytes=work.cap,
+                seed=work.seeded,
             )
             argv += bootstrap_argv(
                 command,
@@ -110,6 +121,9 @@ class Jailed:
                 timeout=jail.timeout,
                 mode=isolation.mode,
                 cwd=cwd,
+                handoff=work.handoff,
+                workdir=workdir,
+                seed=SEED if work.seeded else None,
             )
             environment["TMPDIR"] = "/tmp"
         else:
@@ -127,12 +141,17 @@ class Jailed:
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,  # its own process group: one killpg reaches its children
+                pass_fds=(work.handoff,) if work is not None else (),
             )
         except OSError:
             if tmpdir is not None:
                 shutil.rmtree(tmpdir, ignore_errors=True)
+            if work is not None:
+                work.discard()
             raise
-        return cls(process, tmpdir is None, token, tmpdir)
+        if work is not None:
+            work.started()
+        return cls(process, tmpdir is None, token, tmpdir, work)
 
     def signal(self, returncode: int) -> int | None:
         return exit_signal(returncode, self.confined)
@@ -142,9 +161,15 @@ class Jailed:
         _signal_group(self.process.pid, signal.SIGKILL)
 
     async def close(self, grace: float = _GRACE) -> None:
-        """Stop the whole jail (SIGTERM, grace, SIGKILL) and reap it, even when cancelled."""
+        """Stop the whole jail (SIGTERM, grace, SIGKILL) and reap it, even when cancelled; then copy
+        what it left in its work directory to the host's.
+
+        Raises:
+            WorkdirFull: a process that ended by itself had filled its work directory.
+        """
         with anyio.CancelScope(shield=True):
             process = self.process
+            ended = process.returncode is not None
             if process.returncode is None:
                 _signal_group(process.pid, signal.SIGTERM)
                 with anyio.move_on_after(grace):
@@ -155,6 +180,9 @@ class Jailed:
             await process.aclose()
             if self._tmpdir is not None:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)  # refuses a symlink planted in its place
+            if self._work is not None:
+                work, self._work = self._work, None
+                await work.bring_back(complain=ended)
 
 
 def _signal_group(pgid: int, sig: int) -> None:

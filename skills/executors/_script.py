@@ -60,6 +60,7 @@ async def run_script(
     timeout: float,
     memory_mb: int,
     max_output_bytes: int,
+    disk_mb: int | None = None,
     env_allow: Sequence[str] = (),
     log: LogFn | None = None,
     folder: Path | None = None,
@@ -69,10 +70,12 @@ async def run_script(
     """Run `program` with `arguments` as JSON on stdin and return the JSON it prints on stdout.
 
     `folder` is the skill folder the script may read (default: the program's folder);
-    `isolation` says how to confine it (default: as this machine allows).
+    `isolation` says how to confine it (default: as this machine allows); `disk_mb` sizes its
+    work directory when confined (default: the isolation's).
 
     Raises:
         SkillTimeoutError: it did not finish within `timeout` seconds (it was killed).
+        WorkdirFull: it filled its work directory (nothing it wrote there is kept).
         OutputError: it printed more than `max_output_bytes`, or something that is not JSON.
         SkillRunError: it could not start, exited non-zero, or ran out of memory.
     """
@@ -86,6 +89,7 @@ async def run_script(
         memory_mb=memory_mb,
         timeout=timeout,
         tmp_mb=min(memory_mb, 1024),
+        disk_mb=disk_mb,
     )
     out, err = _Stdout(max_output_bytes), _Stderr(skill, log or _to_logger)
     payload = json.dumps(arguments, ensure_ascii=False).encode() + b"\n"

@@ -13,6 +13,7 @@ Settings live in `<home>/config.yaml` under `isolation:`:
 isolation:
   bwrap: /usr/bin/bwrap       # default: `bwrap` on PATH
   allow_unconfined: false     # true lets create_skill test and publish without confinement
+  disk_mb: 1024               # size of a confined call's work directory (skill.yaml `disk_mb` overrides)
 ```
 """
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core._yaml import YAMLError, load_yaml
 
@@ -59,6 +60,9 @@ class IsolationSettings(BaseModel):
     allow_unconfined: bool = False
     """Let `create_skill` test and publish model-written skills where no confinement is
     available (their code then runs with the server's rights). Off by default."""
+    disk_mb: int = Field(default=1024, ge=1, le=65536)
+    """MiB a confined call may write into its work directory (a tmpfs) when its skill.yaml says
+    no `disk_mb`; past it its writes fail (ENOSPC) and the call fails keeping nothing."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class Isolation:
     version: str | None = None
     mode: BwrapMode | None = None
     allow_unconfined: bool = False
+    disk_mb: int = 1024
+    """Size of a confined call's work directory unless its skill says (`IsolationSettings.disk_mb`)."""
 
     def summary(self) -> str:
         if self.available:
@@ -86,6 +92,7 @@ class Isolation:
             "version": self.version,
             "mode": self.mode,
             "allow_unconfined": self.allow_unconfined,
+            "disk_mb": self.disk_mb,
         }
 
 
@@ -134,7 +141,7 @@ def probe(settings: IsolationSettings | None = None) -> Isolation:
             result = _CACHE[key]
             log.debug("isolation probe of %s: %s", found, result.summary())
     result = _CACHE[key]
-    return replace(result, allow_unconfined=settings.allow_unconfined)
+    return replace(result, allow_unconfined=settings.allow_unconfined, disk_mb=settings.disk_mb)
 
 
 def isolation_of(extras: dict[str, Any]) -> Isolation:

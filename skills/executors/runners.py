@@ -66,6 +66,7 @@ class ScriptRunner(_Plain):
             workdir=ctx.artifacts(),
             timeout=contract.timeout,
             memory_mb=contract.memory_mb,
+            disk_mb=contract.disk_mb,
             max_output_bytes=contract.max_output_bytes,
             env_allow=contract.env,
             log=ctx.log,
