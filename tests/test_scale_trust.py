@@ -63,6 +63,36 @@ def worker(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[Workers]:
         group.stop()
 
 
+def test_pydocket_unpickles_nowhere_the_orchestrator_has_not_replaced(tmp_path: Path) -> None:
+    """The build turns red on a pydocket release that reads pickles somewhere new (or on any new
+    release at all: `install` refuses one it was not checked against)."""
+    import shutil
+    from importlib.metadata import version
+
+    import docket
+
+    from pipelines import _wire
+
+    assert _wire.PYDOCKET == version("pydocket")  # a new release: review it, then move PYDOCKET
+    assert _wire.uncovered() == {}
+    copy = tmp_path / "docket"
+    shutil.copytree(Path(docket.__file__).parent, copy)
+    with open(copy / "agenda.py", "a") as f:  # what a new release could bring
+        f.write("\n\ndef restore(blob):\n    import pickle\n\n    return pickle.loads(blob)\n")
+    assert _wire.uncovered(copy) == {"agenda.py": {"restore"}}
+
+
+def test_the_queue_codec_refuses_a_pickle_without_unpickling_it(tmp_path: Path) -> None:
+    from pipelines import _wire
+    from pipelines.errors import RefusedData
+
+    marker = tmp_path / "pwned"
+    with pytest.raises(RefusedData, match="pickle"):
+        _wire.loads(pickle.dumps(_Touch(marker)))
+    assert not marker.exists()
+    assert _wire.loads(_wire.dumps(("run-1",))) == ("run-1",)  # what the queue does carry: data
+
+
 def _run(tmp_path: Path, workers: Workers, count: int) -> Any:
     pipeline = tmp_path / "fan.yaml"
     pipeline.write_text(PIPELINE)
@@ -126,3 +156,46 @@ def test_a_pickle_written_to_the_queue_is_logged_and_dropped_not_run(
     assert refused, log
     assert ident in refused[0] and "w1" in refused[0]
     assert "Traceback" not in log
+
+
+GATED = """
+id: gated
+inputs: {gate: {type: string}}
+steps:
+  - {id: first, skill: echo, parameters: {x: 1}}
+  - {id: check, skill: gate, parameters: {marker: "{{ gate }}"}}
+"""
+
+
+@pytest.mark.parametrize("kind", ["msgpack-call", "pickle"])
+def test_a_forged_checkpoint_in_postgresql_is_refused_on_resume_not_run(tmp_path: Path, pg_url: str, kind: str) -> None:
+    """The PostgreSQL checkpointer rebuilds a run's variables (`scope`, a delta channel) from its
+    rows in `checkpoint_writes` (type, blob): one forged there is refused when the run resumes,
+    and its command never runs."""
+    import psycopg
+    from fixtures.run_skills import python_skills
+    from test_checkpoint_trust import forged
+
+    skills = python_skills(tmp_path / "skills", "echo", "gate")
+    gate, marker, pipeline = tmp_path / "open", tmp_path / "pwned", tmp_path / "gated.yaml"
+    pipeline.write_text(GATED)
+    env, flags = _env(tmp_path / "client"), ("--state", pg_url, "--skills", str(skills))
+    failed = run_cli("run", str(pipeline), "--input", f"gate={gate}", *flags, env=env, cwd=tmp_path)
+    assert failed.code != 0  # failed at the gate: its checkpoints are kept for resume
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT run_id FROM orchestrator_runs").fetchone()
+        assert row is not None
+        run_id = str(row[0])
+        forged_type, blob = forged(kind, marker)
+        changed = conn.execute(
+            "UPDATE checkpoint_writes SET type=%s, blob=%s WHERE thread_id=%s AND channel='scope'",
+            (forged_type, blob, run_id),
+        ).rowcount
+    assert changed > 0
+    gate.write_text("open")
+
+    resumed = run_cli("runs", "resume", run_id, *flags, env=env, cwd=tmp_path)
+
+    assert not marker.exists(), "resuming the run loaded the forged checkpoint and ran its command"
+    assert resumed.code != 0
+    assert "checkpoint" in resumed.err and "refused" in resumed.err, resumed.err
