@@ -199,3 +199,18 @@ def test_a_forged_checkpoint_in_postgresql_is_refused_on_resume_not_run(tmp_path
     assert not marker.exists(), "resuming the run loaded the forged checkpoint and ran its command"
     assert resumed.code != 0
     assert "checkpoint" in resumed.err and "refused" in resumed.err, resumed.err
+
+
+def test_doctor_warns_of_a_queue_off_this_machine_without_a_password(
+    tmp_path: Path, pg_url: str, redis_url: str
+) -> None:
+    env = _env(tmp_path / "home") | {"ORCHESTRATOR_STATE": pg_url}
+    here = run_cli("doctor", "--queue", redis_url, "--json", env=env, cwd=tmp_path).json()
+    assert here["queue"]["ok"] is True and "warning" not in here["queue"]  # loopback: only this machine
+    # 0.0.0.0 reaches this machine's Redis too, but names no loopback address: as a remote host would
+    remote = redis_url.replace("127.0.0.1", "0.0.0.0")
+    text = run_cli("doctor", "--queue", remote, env=env, cwd=tmp_path).out
+    assert "WARNING: the queue on 0.0.0.0 asks for no password" in text
+    assert "redis://:PASSWORD@" in text and "rediss://" in text
+    with_password = remote.replace("redis://", "rediss://:s3cret@")
+    assert "warning" not in run_cli("doctor", "--queue", with_password, "--json", env=env, cwd=tmp_path).json()["queue"]
