@@ -88,12 +88,14 @@ def _check(ormsgpack: Any, blob: bytes) -> None:
             found.append(f"msgpack extension {code}")
             raise ValueError
         parts: Any = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-        named = [str(p)[:80] for p in cast("list[Any]", parts)[:4]] if isinstance(parts, list | tuple) else []
-        if len(named) < 3 or (named[0], named[1]) not in ALLOWED:
-            found.append("a value of " + (f"{named[0]}.{named[1]}" if len(named) >= 2 else "no type"))
+        items = cast("list[Any]", parts) if isinstance(parts, list | tuple) else []
+        # the names only (module, name, and a method's name): never the arguments, which may be large
+        named = [str(items[i])[:80] if i < len(items) else "?" for i in (0, 1, 3)]
+        if len(items) < 3 or (named[0], named[1]) not in ALLOWED:
+            found.append(f"a value of {named[0]}.{named[1]}")
             raise ValueError
-        if code == _METHOD and (len(named) < 4 or (named[0], named[1], named[3]) not in ALLOWED_METHODS):
-            found.append(f"a call of {'.'.join(named[:2])}.{named[3] if len(named) > 3 else '?'}")
+        if code == _METHOD and (named[0], named[1], named[2]) not in ALLOWED_METHODS:
+            found.append(f"a call of {named[0]}.{named[1]}.{named[2]}")
             raise ValueError
 
     try:

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -101,11 +101,7 @@ class RelayProvider:
             finally:
                 with anyio.CancelScope(shield=True):
                     await pubsub.aclose()
-        try:
-            answer: Any = json.loads(message["data"])
-        except ValueError:
-            answer = None
-        problem = _answer_problem(answer)
+        answer, problem = _read(message["data"], _answer_problem)
         if problem is not None:
             log.warning("run %s: refused a model answer on %s: %s", self.run_id, _answer(docket, ask_id), problem)
             raise SkillRunError(
@@ -159,11 +155,7 @@ class Answerer:
                     await anyio.sleep(0.5)
                     continue
                 if message and message.get("type") == "message":
-                    try:
-                        ask: Any = json.loads(message["data"])
-                    except ValueError:
-                        ask = None
-                    problem = _ask_problem(ask)
+                    ask, problem = _read(message["data"], _ask_problem)
                     if problem is not None:
                         log.warning(
                             "run %s: refused a model request on %s: %s", self.run_id, message.get("channel"), problem
@@ -200,6 +192,15 @@ class Answerer:
                 await redis.publish(_answer(self.docket, ask["id"]), json.dumps(answer, default=str))
         except RedisError as exc:  # the worker times out with a clear message
             log.warning("run %s: could not send a model answer: %s", self.run_id, exc)
+
+
+def _read(data: Any, check: Callable[[Any], str | None]) -> tuple[Any, str | None]:
+    """A message's JSON and what is wrong with its shape (None: nothing)."""
+    try:
+        value: Any = json.loads(data)
+    except ValueError:
+        return None, "not JSON"
+    return value, check(value)
 
 
 def _of(value: Any, *kinds: type) -> bool:
