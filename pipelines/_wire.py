@@ -79,14 +79,15 @@ class TaskFailed(Exception):
 # -- the codec (stands in for the `cloudpickle` module inside pydocket) -------------------------------
 def dumps(obj: Any, protocol: int | None = None, **_: Any) -> bytes:
     """`obj` as our JSON: a tuple (a task's arguments), an exception (type and message), or plain
-    data (anything else must be JSON: a `TypeError` here is a sender's bug, found at once)."""
+    data. A value JSON has no type for (a date, a set) goes as its text, as the run and item
+    records of the shared state keep it (`json.dumps(..., default=str)`)."""
     if isinstance(obj, tuple):
         body: dict[str, Any] = {"tuple": list(cast("tuple[Any, ...]", obj))}
     elif isinstance(obj, BaseException):
         body = {"error": {"type": type(obj).__name__, "message": str(obj)}}
     else:
         body = {"value": obj}
-    return MAGIC + json.dumps(body, separators=(",", ":")).encode()
+    return MAGIC + json.dumps(body, separators=(",", ":"), default=str).encode()
 
 
 def loads(data: Any, **_: Any) -> Any:
