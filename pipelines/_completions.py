@@ -8,7 +8,8 @@ item publishes its outcome (with the item's result when it is small) on the run'
 (`announce`), and the driving process holds one pub/sub connection for every run it drives
 (`Completions`): an item costs the driver one message.
 
-Nothing rests on a message arriving: an item not heard of within `POLL` seconds is looked up in
+A message is checked before it is believed (`outcome_problem`): one of another shape is logged
+and dropped. Nothing rests on a message arriving: an item not heard of within `POLL` seconds is looked up in
 Docket (its task's state and result), so a message lost while the connection was down (redis-py
 subscribes again when it reconnects) costs that item a little latency, never its outcome.
 """
@@ -23,6 +24,8 @@ from typing import Any, cast
 import anyio
 from docket import Docket
 from redis.exceptions import RedisError
+
+from ._wire import outcome_problem
 
 __all__ = ["POLL", "Completions", "announce", "channel"]
 
@@ -134,15 +137,21 @@ class Completions:
                 if event is not None:
                     event.set()
             elif message["type"] == "message":
+                outcome: Any = None
                 try:
                     body = json.loads(message["data"])
-                    key, outcome = str(body["key"]), cast("dict[str, Any]", body["outcome"])
+                    key, outcome = str(body["key"]), body["outcome"]
                 except (ValueError, KeyError, TypeError):
-                    log.warning("an unreadable item message on %s", name)
+                    key = ""
+                problem = outcome_problem(outcome)
+                if problem is not None:
+                    log.warning(
+                        "refused an item message on %s: %s; dropped (the item's outcome is polled)", name, problem
+                    )
                     continue
                 future = self._waiting.get(name, {}).pop(key, None)
                 if future is not None and not future.done():
-                    future.set_result(outcome)
+                    future.set_result(cast("dict[str, Any]", outcome))
 
 
 def _text(value: Any) -> str:

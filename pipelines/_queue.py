@@ -13,6 +13,9 @@ names one item of one run, so the same item is never queued twice at once.
 
 Outcomes cross the queue as plain data (`Outcome`), never as pickled exceptions: a failure keeps
 its envelope (type, message, hint, where), and the caller raises it as the same kind of error.
+Everything Docket carries is our JSON (`_wire`): a task's arguments are checked against its
+shape (`SHAPES`) before a worker takes it, and an outcome against `_wire.outcome_problem` before
+the caller believes it; what fails is logged and dropped, never run.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from redis.exceptions import RedisError
 
 from skills import SkillCancelledError, SkillRunError, SkillsError
 
+from . import _wire
 from ._completions import POLL, Completions, announce
 from ._relay import Answerer, RelayProvider
-from .errors import PipelineError, RunLimitError, RunLimitExceeded, StepFailed
+from .errors import PipelineError, RefusedData, RunLimitError, RunLimitExceeded, StepFailed
 
 __all__ = [
     "ITEMS",
@@ -49,6 +53,7 @@ __all__ = [
     "orchestrator_run",
     "pooled",
     "raise_outcome",
+    "secure",
 ]
 
 log = logging.getLogger("pipelines.queue")
@@ -162,6 +167,42 @@ async def orchestrator_item(
     return outcome
 
 
+def _is_id(value: Any) -> bool:
+    """A run or step id as we make them: short text, no path separators, no control characters."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 200
+        and value.isprintable()
+        and not any(c in value for c in "/\\")
+        and ".." not in value
+    )
+
+
+def _run_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    if kwargs or len(args) != 1 or not _is_id(args[0]):
+        return "orchestrator_run takes one run id"
+    return None
+
+
+def _item_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    if kwargs or len(args) != 3 or not (_is_id(args[0]) and _is_id(args[1]) and isinstance(args[2], dict)):
+        return "orchestrator_item takes a run id, a step id and an item"
+    payload = cast("dict[str, Any]", args[2])
+    index, round_ = payload.get("index"), payload.get("round", 0)
+    if type(index) is not int or index < 0 or type(round_) is not int or not isinstance(payload.get("scope", {}), dict):
+        return "orchestrator_item's item has no index, or a round or scope of the wrong type"
+    return None
+
+
+SHAPES: dict[str, _wire.Shape] = {"orchestrator_run": _run_shape, "orchestrator_item": _item_shape}
+"""What each task's arguments look like: a message whose arguments do not fit is refused."""
+
+
+def secure() -> None:
+    """Docket carries our JSON and checks what it reads (fails closed: see `_wire.install`)."""
+    _wire.install(SHAPES)
+
+
 def item_slot(step_id: str, payload: dict[str, Any]) -> str:
     """Which run of a parallel step an item belongs to: the step's id, and its round when the step
     runs more than once in a run (inside a sequential `for` or a `while`)."""
@@ -190,6 +231,7 @@ class Queue:
         loop = asyncio.get_running_loop()
         async with self._lock:
             if self._open is None or self._open[0] is not loop:
+                secure()
                 stack = AsyncExitStack()
                 dockets = {
                     n: await stack.enter_async_context(Docket(name=n, url=pooled(self.url))) for n in (RUNS, ITEMS)
@@ -255,11 +297,12 @@ class Queue:
                 try:
                     async for event in execution.subscribe():  # (it reads the state first: no end is missed)
                         lost = None
-                        if event["type"] == "progress" and event.get("current") is not None:
-                            total = event.get("total")
-                            current = float(event["current"] or 0)
-                            await progress(current, float(total) if total else None, event.get("message"))
-                        elif event["type"] == "state" and ExecutionState(event["state"]) in _ENDED:  # (says str)
+                        kind = event.get("type")
+                        if kind == "progress" and event.get("current") is not None:
+                            report = _progress_of(event)
+                            if report is not None:
+                                await progress(*report)
+                        elif kind == "state" and _ended(event.get("state")):
                             break
                     return await _result(execution)
                 except RedisError as exc:  # a fail-over, a network blip: the run goes on on its worker
@@ -315,16 +358,47 @@ class Queue:
 _ENDED = (ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED)
 
 
+def _ended(state: Any) -> bool:
+    """Whether a state event's state (an `ExecutionState`, or its text) is an end."""
+    try:
+        return ExecutionState(state) in _ENDED
+    except ValueError:
+        log.warning("ignored a state event of an unknown state %r", state)
+        return False
+
+
+def _progress_of(event: Any) -> tuple[float, float | None, str | None] | None:
+    """A progress event's (current, total, message); None (logged) when it is not of that shape."""
+    current, total, message = event.get("current"), event.get("total"), event.get("message")
+    numbers = all(type(v) in (int, float) for v in (current, total or 0))
+    if not numbers or not isinstance(message, str | None):
+        log.warning("ignored a progress event of an unknown shape on task %s", event.get("key"))
+        return None
+    return float(current or 0), float(total) if total else None, message
+
+
 async def _result(execution: Any) -> Outcome:
     try:
         outcome = await execution.get_result()
     except RedisError:
         raise  # the queue, not the task: the caller listens again
+    except RefusedData as exc:  # what Redis held under the task's result is not ours
+        return _refused(execution.key, exc.message)
     except ExecutionCancelled:
         return {"status": "cancelled", "error": {"type": "cancelled", "message": "cancelled", "hint": ""}}
     except Exception as exc:  # why: a task that raised (a bug or a lost worker); its text is the failure
         log.warning("queued task %s failed: %s", execution.key, exc)
         return {"status": "failed", "error": {"type": "skill_failed", "message": str(exc), "hint": ""}}
-    if not isinstance(outcome, dict):
+    if outcome is None:
         return {"status": "failed", "error": {"type": "skill_failed", "message": "a worker answered nothing"}}
+    problem = _wire.outcome_problem(outcome)
+    if problem is not None:
+        return _refused(execution.key, problem)
     return cast("Outcome", outcome)  # what orchestrator_run/orchestrator_item return
+
+
+def _refused(key: str, problem: str) -> Outcome:
+    log.warning("refused the outcome of queued task %s: %s", key, problem)
+    message = f"the queue held an outcome of task {key} that is not the orchestrator's ({problem})"
+    hint = "something other than the orchestrator writes to its Redis: see the README's trust model"
+    return {"status": "failed", "error": {"type": "skill_failed", "message": message, "hint": hint}}

@@ -9,7 +9,9 @@ one of its own. Plain data crosses (the request's messages, tools and model id; 
 completion's blocks and usage), never code.
 
 A request nobody listens for (the replica stopped, or it has no model to offer) fails at once
-with a message that says so; one unanswered for `ASK_WAIT` seconds fails too.
+with a message that says so; one unanswered for `ASK_WAIT` seconds fails too. Both sides check
+what they read against its shape (`_ask_problem`, `_answer_problem`): a request of another shape
+is logged and ignored, an answer of another shape fails the step; neither is acted upon.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -99,7 +101,13 @@ class RelayProvider:
             finally:
                 with anyio.CancelScope(shield=True):
                     await pubsub.aclose()
-        answer = json.loads(message["data"])
+        answer, problem = _read(message["data"], _answer_problem)
+        if problem is not None:
+            log.warning("run %s: refused a model answer on %s: %s", self.run_id, _answer(docket, ask_id), problem)
+            raise SkillRunError(
+                f"run {self.run_id}: the answer relayed from the client's model is not the orchestrator's ({problem})",
+                hint="something other than the orchestrator writes to its Redis: see the README's trust model",
+            )
         error = answer.get("error")
         if error:
             raise SkillRunError(str(error.get("message", "")), hint=str(error.get("hint", "")))
@@ -147,12 +155,13 @@ class Answerer:
                     await anyio.sleep(0.5)
                     continue
                 if message and message.get("type") == "message":
-                    try:
-                        ask: Any = json.loads(message["data"])
-                    except ValueError:
+                    ask, problem = _read(message["data"], _ask_problem)
+                    if problem is not None:
+                        log.warning(
+                            "run %s: refused a model request on %s: %s", self.run_id, message.get("channel"), problem
+                        )
                         continue
-                    if isinstance(ask, dict) and isinstance(cast("dict[str, Any]", ask).get("id"), str):
-                        tg.start_soon(self._answer, cast("dict[str, Any]", ask))
+                    tg.start_soon(self._answer, cast("dict[str, Any]", ask))
 
     async def _answer(self, ask: dict[str, Any]) -> None:
         try:
@@ -183,3 +192,53 @@ class Answerer:
                 await redis.publish(_answer(self.docket, ask["id"]), json.dumps(answer, default=str))
         except RedisError as exc:  # the worker times out with a clear message
             log.warning("run %s: could not send a model answer: %s", self.run_id, exc)
+
+
+def _read(data: Any, check: Callable[[Any], str | None]) -> tuple[Any, str | None]:
+    """A message's JSON and what is wrong with its shape (None: nothing)."""
+    try:
+        value: Any = json.loads(data)
+    except ValueError:
+        return None, "not JSON"
+    return value, check(value)
+
+
+def _of(value: Any, *kinds: type) -> bool:
+    return value is None or (isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds))
+
+
+def _ask_problem(ask: Any) -> str | None:
+    """What is wrong with a model request read from Redis (None: it is of `RelayProvider`'s shape)."""
+    if not isinstance(ask, dict):
+        return "not a mapping"
+    found = cast("dict[str, Any]", ask)
+    ask_id = found.get("id")
+    if not (isinstance(ask_id, str) and len(ask_id) == 32 and all(c in "0123456789abcdef" for c in ask_id)):
+        return "no request id"
+    if not isinstance(found.get("messages"), list):
+        return "no messages"
+    fields = (
+        _of(found.get("model"), str)
+        and _of(found.get("max_tokens"), int)
+        and _of(found.get("system"), str, list)
+        and _of(found.get("tools"), list)
+        and _of(found.get("temperature"), int, float)
+        and _of(found.get("thinking"), int)
+    )
+    return None if fields else "a field of the wrong type"
+
+
+def _answer_problem(answer: Any) -> str | None:
+    """What is wrong with a model answer read from Redis (None: it is of `Answerer`'s shape)."""
+    if not isinstance(answer, dict):
+        return "not a mapping"
+    found = cast("dict[str, Any]", answer)
+    if "error" in found:
+        return None if isinstance(found["error"], dict) else "an error that is not a mapping"
+    usage = found.get("usage")
+    known = {f.name: f.type for f in dataclasses.fields(Usage)}
+    if not (isinstance(usage, dict) and set(cast("dict[str, Any]", usage)) <= set(known)):
+        return "no usage of the known fields"
+    numbers = all(type(v) in (int, float, bool) for v in cast("dict[str, Any]", usage).values())
+    texts = all(isinstance(found.get(k), str) for k in ("text", "stop_reason", "model", "provider"))
+    return None if numbers and texts and isinstance(found.get("content"), list) else "a field of the wrong type"

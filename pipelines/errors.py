@@ -11,7 +11,9 @@ went wrong while a run was under way.
     ├── StepFailed                 a step failed at run time (names the step)
     │   └── RunLimitExceeded       the run hit one of its limits (names the limit and the step)
     ├── RunCancelled               the run was cancelled by the client or the user
-    └── RunStopped                 step-through: the user stopped the run after a step (resumable)
+    ├── RunStopped                 step-through: the user stopped the run after a step (resumable)
+    └── RefusedData                what the queue or the shared state handed us is not our data (a
+                                   pickle, a type not ours, an unknown shape): refused, never run
 
 `RunLimitError` is how a `RunLimitExceeded` reaches a caller: a `skills.SkillRunError` (so every
 caller of a skill handles it) whose envelope type is `limit_exceeded` and which names the limit.
@@ -35,6 +37,7 @@ __all__ = [
     "ExpressionError",
     "Issue",
     "PipelineError",
+    "RefusedData",
     "RunCancelled",
     "RunLimitError",
     "RunLimitExceeded",
@@ -120,6 +123,15 @@ class StepFailed(PipelineError):
 
 class RunCancelled(PipelineError):
     """The run was cancelled; finished steps stay checkpointed so it can be resumed."""
+
+
+class RefusedData(PipelineError):
+    """Data from Redis or the state database that is not ours: it is dropped, never decoded further.
+
+    Whoever can write to those stores can change what runs do, but must not run code in our
+    processes: a pickle, a checkpoint naming a type outside our own, or a message of an unknown
+    shape stops here (see `_wire` and `_checkpoints`).
+    """
 
 
 class RunStopped(PipelineError):

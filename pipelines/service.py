@@ -25,6 +25,7 @@ import anyio.to_thread
 from skills import Catalog, Home, SkillContext, SkillRunError
 from skills.core.errors import clip
 
+from ._checkpoints import saver as checkpoint_saver
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
 from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
@@ -370,13 +371,8 @@ class PipelineService:
         return await anyio.to_thread.run_sync(fn, *args)
 
     def _saver_factory(self) -> Any:
-        if self.backends.state:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-            return AsyncPostgresSaver.from_conn_string(self.backends.state)  # tables made by `_pg.migrate`
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        return AsyncSqliteSaver.from_conn_string(str(self.home.state_db))
+        # reads back our own types only: a forged checkpoint is refused, never run (`_checkpoints`)
+        return checkpoint_saver(self.backends.state, self.home.state_db)
 
     @asynccontextmanager
     async def _checkpointer(self) -> AsyncGenerator[Any]:

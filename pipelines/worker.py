@@ -44,7 +44,9 @@ from ._queue import (
     orchestrator_run,
     pooled,
     raise_outcome,
+    secure,
 )
+from ._wire import serving
 from .errors import PipelineError, StepFailed
 from .runtime import RunContext
 from .service import HERE_KEY, ITEM_KEY, PipelineService
@@ -103,6 +105,9 @@ class WorkerHost:
 
         url = self.service.backends.queue
         assert url is not None
+        secure()  # before a message is read: our JSON, checked; refuses to start when it cannot be
+        serving(RUNS, f"{self.name}/runs")
+        serving(ITEMS, f"{self.name}/items")
         lease = timedelta(seconds=self.redelivery_timeout)
         async with Docket(name=RUNS, url=pooled(url)) as runs, Docket(name=ITEMS, url=pooled(url)) as items:
             runs.register(orchestrator_run)

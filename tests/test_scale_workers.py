@@ -183,14 +183,20 @@ def _kill_the_driver_mid_run(tmp_path: Path, workers: Workers) -> tuple[str, str
     import psycopg
 
     query = "SELECT owner_pid, owner_host FROM orchestrator_runs WHERE pipeline='slow'"
+
+    def recorded_items() -> set[int]:
+        with psycopg.connect(workers.state) as conn:
+            return {row[0] for row in conn.execute("SELECT idx FROM orchestrator_items")}
+
     with _slow_run(tmp_path, workers) as (client, log):
+        # an item's "done" line comes a moment before its worker records it: wait for the records
+        _until(lambda: len(recorded_items()) >= 10, "ten items recorded")
         with psycopg.connect(workers.state) as conn:
             (pid, first_host) = conn.execute(query).fetchone()  # type: ignore[misc]
         driver = next(name for name, proc in workers.procs.items() if proc.pid == pid)
         os.kill(pid, signal.SIGKILL)  # the worker that drives the run, mid-run
         workers.procs[driver].wait(30)
-        with psycopg.connect(workers.state) as conn:
-            recorded = {row[0] for row in conn.execute("SELECT idx FROM orchestrator_items")}
+        recorded = recorded_items()
         assert len(recorded) >= 10
         out, err = client.communicate(timeout=300)
     assert client.returncode == 0, err.decode()

@@ -124,8 +124,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the command line; always ends with `SystemExit` carrying the exit status."""
     args = _parser().parse_args(argv)
     serving = args.command == "serve"
-    # Other commands report problems themselves; their log lines would only repeat them.
-    _setup_logging(getattr(args, "log_level", None) or ("WARNING" if serving else "CRITICAL"))
+    # Other commands report problems themselves; their log lines would only repeat them. A worker
+    # has no one else to tell (a message it refused, a run that failed): it logs like a server.
+    service = serving or args.command == "worker"
+    _setup_logging(getattr(args, "log_level", None) or ("WARNING" if service else "CRITICAL"))
     try:
         try:
             code = args.handler(args)

@@ -2,7 +2,8 @@
 
 Versions, the home, whether skills' subprocesses can be confined (a real bubblewrap run, and
 why not when they cannot), what file skills may read by default, the state backend and which
-model providers are configured. Never prints a secret: an API key is reported as set or not.
+model providers are configured. Never prints a secret: an API key is reported as set or not. A
+queue off this machine without a password is reported as open to whoever reaches it.
 """
 
 from __future__ import annotations
@@ -113,7 +114,32 @@ def _queue(args: argparse.Namespace) -> dict[str, Any]:
         return {}
     from pipelines.state import check_queue
 
-    return {"queue": check_queue(url)}
+    found = check_queue(url)
+    warning = _exposed(url)
+    return {"queue": found | ({"warning": warning} if warning else {})}
+
+
+def _exposed(url: str) -> str | None:
+    """Why a queue URL looks open to others (no password, not on this machine), or None.
+
+    Whoever can write to the queue can make runs do what a pipeline can do (README: the trust
+    model); a Redis off this machine must ask for a password.
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return None
+    loopback = host in ("", "localhost", "::1") or host.startswith("127.")
+    if loopback or parts.password or parse_qs(parts.query).get("password"):
+        return None
+    clear = "" if parts.scheme == "rediss" else ", and its traffic is not encrypted (use rediss://)"
+    return (
+        f"the queue on {host} asks for no password{clear}: anyone who reaches it can make runs do what a "
+        "pipeline can do; give Redis a password (--requirepass) and the URL redis://:PASSWORD@HOST:6379/0"
+    )
 
 
 def _state(args: argparse.Namespace, db: Any) -> dict[str, Any]:
@@ -135,7 +161,8 @@ def _state_line(state: dict[str, Any]) -> str:
 
 
 def _queue_line(queue: dict[str, Any]) -> str:
-    return "queue:      redis " + _checked(queue)
+    warning = f"\n            WARNING: {queue['warning']}" if queue.get("warning") else ""
+    return "queue:      redis " + _checked(queue) + warning
 
 
 def _checked(found: dict[str, Any]) -> str:

@@ -31,7 +31,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         default=None,
         help="hand runs and parallel loop items to `orchestrator worker` processes through Redis "
-        "(redis://HOST:6379/0; default: $ORCHESTRATOR_QUEUE, else runs run in this process); needs --state",
+        "(redis://:PASSWORD@HOST:6379/0, rediss:// for TLS; default: $ORCHESTRATOR_QUEUE, else runs run in "
+        "this process); needs --state",
     )
     group.add_argument(
         "--artifacts",
@@ -71,7 +72,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     if not (chosen.state and chosen.queue):
         raise UsageError(
             "a worker needs --state and --queue",
-            "e.g. orchestrator worker --state postgresql://USER:PASSWORD@HOST:5432/DB --queue redis://HOST:6379/0",
+            "e.g. orchestrator worker --state postgresql://USER:PASSWORD@HOST:5432/DB "
+            "--queue redis://:PASSWORD@HOST:6379/0",
         )
     orchestrator = server(args)
     import anyio
