@@ -38,8 +38,8 @@ class EdgeLimits(NamedTuple):
     """What a connection may cost before it is a request (`orchestrator serve` flags)."""
 
     header_timeout: float = 10.0
-    """Seconds a client has to send complete request headers, from the connection opening or the
-    previous response; then the connection is closed (a half-open connection holds nothing longer)."""
+    """Seconds a client has to send complete request headers, from the connection opening (on a
+    kept-alive connection: from the first byte of the next request); then it is closed."""
     body_timeout: float = 30.0
     """Seconds a client has to send a request's body once its headers are in."""
     max_connections: int | None = None

@@ -129,8 +129,8 @@ def _add_edge_limits(http: argparse._ArgumentGroup) -> None:  # pyright: ignore[
         metavar="SECONDS",
         type=_seconds,
         default=_EDGE.header_timeout,
-        help=f"close a connection whose request headers are not complete this long after it opened or "
-        f"after its previous response (default: {_EDGE.header_timeout:g})",
+        help=f"close a connection whose request headers are not complete this long after it opened (or after "
+        f"the first byte of its next request) (default: {_EDGE.header_timeout:g})",
     )
     http.add_argument(
         "--body-timeout",
