@@ -1,6 +1,7 @@
 """The load of `http_load.py`, in its own process: N real `mcp.Client`s calling one tool.
 
     python bench/_http_load.py URL --clients 200 --seconds 4 --mode legacy|auto [--server-pid PID]
+    python bench/_http_load.py URL --clients 200 --burst 20 --mode legacy|auto [--server-pid PID]
 
 Every client connects (legacy: `initialize` and a session with its GET stream; auto: the
 2026-07-28 era, one POST per request) and makes one call; then the process prints one JSON line
@@ -9,6 +10,11 @@ calls `add` in a loop for `--seconds`, and one JSON line reports calls completed
 window, errors by kind, p50 and p99 latency and the server's CPU seconds in the window. The
 clients stay connected between windows, so windows against two servers can alternate without
 paying for 200 connections each time. End of stdin closes every client.
+
+With `--burst K` the process runs one burst instead and exits: every client connects at once,
+makes K calls and closes, as a fleet of short-lived clients does; one JSON line reports every
+call's latency quantiles (the first call of a client, which lists the tools, included), the
+connect times and the calls per second of the whole burst.
 """
 
 from __future__ import annotations
@@ -147,6 +153,60 @@ async def measure(shared: Shared, seconds: float, server_pid: int | None) -> dic
     }
 
 
+async def burst(url: str, clients: int, calls: int, mode: str, server_pid: int | None) -> None:
+    """All clients connect at once, make `calls` calls each and close; one JSON line of figures."""
+    tls = ssl.create_default_context()
+    timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    latencies: list[float] = []
+    firsts: list[float] = []
+    connects: list[float] = []
+    errors: Counter[str] = Counter()
+
+    async def one() -> None:
+        try:
+            start = time.perf_counter()
+            http = httpx2.AsyncClient(timeout=timeout, verify=tls)
+            async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+                connects.append(time.perf_counter() - start)
+                for i in range(calls):
+                    start = time.perf_counter()
+                    result = await client.call_tool("add", ARGS)
+                    if result.is_error or result.structured_content != {"sum": 5}:
+                        errors[f"unexpected result {result.content}"[:100]] += 1
+                        continue
+                    latencies.append(time.perf_counter() - start)
+                    if i == 0:
+                        firsts.append(latencies[-1])
+        except Exception as exc:  # counted: the figure is how many fail
+            errors[_leaf(exc)] += 1
+
+    cpu = c.cpu_seconds(server_pid) if server_pid else 0.0
+    began, own = time.perf_counter(), time.process_time()
+    async with anyio.create_task_group() as tg:
+        for _ in range(clients):
+            tg.start_soon(one)
+    wall = time.perf_counter() - began
+
+    def q(samples: list[float], at: int) -> float:
+        return statistics.quantiles(samples, n=100)[at - 1] if len(samples) > 1 else 0.0
+
+    say(
+        {
+            "calls": len(latencies),
+            "calls_per_s": len(latencies) / wall,
+            "errors": dict(errors),
+            "p50": q(latencies, 50),
+            "p99": q(latencies, 99),
+            "first_p50": q(firsts, 50),
+            "first_p99": q(firsts, 99),
+            "connect_p50": q(connects, 50),
+            "connect_p99": q(connects, 99),
+            "server_cpu_s": c.cpu_seconds(server_pid) - cpu if server_pid else 0.0,
+            "load_cpu_s": time.process_time() - own,
+        }
+    )
+
+
 def say(data: dict[str, Any]) -> None:
     print(json.dumps(data), flush=True)
 
@@ -165,5 +225,9 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--mode", choices=("legacy", "auto"), default="legacy")
     parser.add_argument("--server-pid", type=int, default=None, help="report this process's CPU in each window")
+    parser.add_argument("--burst", type=int, default=0, metavar="K", help="one burst of K calls per client, then exit")
     args = parser.parse_args()
-    anyio.run(run, args.url, args.clients, args.seconds, args.mode, args.server_pid)
+    if args.burst:
+        anyio.run(burst, args.url, args.clients, args.burst, args.mode, args.server_pid)
+    else:
+        anyio.run(run, args.url, args.clients, args.seconds, args.mode, args.server_pid)

@@ -12,9 +12,16 @@ python skill adding two ints (skill.yaml schemas), the reference the `@mcp.tool(
 doing the same: both run the function in a worker thread and return structured content.
 
     .venv/bin/python bench/http_load.py [--clients 200] [--seconds 4] [--rounds 6] [--mode legacy|auto]
+    .venv/bin/python bench/http_load.py --calls 20   # bursts of short-lived clients instead (below)
     .venv/bin/python bench/http_load.py --profile    # cProfile of our server under the load
 
-Budget (ARCHITECTURE.md): >= 0.8x the bare server's calls/s (printed as reference/subject <= 1.25).
+With `--calls K`, each round is a burst instead of a window: N fresh clients connect at once,
+make K calls each and close (the connect, the first call that lists the tools, everything a
+fleet of short-lived clients costs), alternating between the servers (ABBA); calls/s is the
+burst's calls over its wall time, p99 over every call of the burst.
+
+Budgets (ARCHITECTURE.md): >= 0.8x the bare server's calls/s (printed as reference/subject
+<= 1.25) and p99 latency <= 1.5x the bare server's.
 """
 
 from __future__ import annotations
@@ -33,10 +40,13 @@ from pathlib import Path
 from typing import Any
 
 import _common as c
+import anyio
+from mcp import Client
 from spawn import orchestrator_command
 
 HERE = Path(__file__).resolve().parent
 BUDGET = 0.8
+P99_BUDGET = 1.5
 
 
 def free_port() -> int:
@@ -109,6 +119,13 @@ class Fleet:
         return json.loads(line)
 
 
+async def listed_tools(url: str) -> list[dict[str, Any]]:
+    """The subject's tools/list, but its `add` (the reference has its own)."""
+    async with Client(url, mode="legacy") as client:
+        listed = await client.list_tools()
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed.tools if t.name != "add"]
+
+
 def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     errors: dict[str, int] = {}
     for r in rounds:
@@ -120,7 +137,20 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "p99": c.median([r["p99"] for r in rounds]),
         "cpu_per_call_ms": 1e3 * sum(r["server_cpu_s"] for r in rounds) / max(1, sum(r["calls"] for r in rounds)),
         "errors": errors,
+        **{k: c.median([r[k] for r in rounds]) for k in ("first_p99", "connect_p99") if k in rounds[0]},
     }
+
+
+def bursts(args: argparse.Namespace, urls: tuple[str, str], pids: tuple[int, int]) -> tuple[list[Any], list[Any]]:
+    """`--rounds` bursts against each server, alternating (ABBA); the figures of each."""
+    out: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    for i in range(args.rounds):
+        for which in (0, 1) if i % 2 == 0 else (1, 0):
+            command = [sys.executable, str(HERE / "_http_load.py"), urls[which], "--clients", str(args.clients)]
+            command += ["--burst", str(args.calls), "--mode", args.mode, "--server-pid", str(pids[which])]
+            done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=HERE, check=True)
+            out[which].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
 
 
 def main(args: argparse.Namespace) -> None:
@@ -135,18 +165,28 @@ def main(args: argparse.Namespace) -> None:
         if args.profile:
             ours_cmd = [sys.executable, "-m", "cProfile", "-o", str(tmp / "prof"), "-m", "mcp_server", *ours_cmd[1:]]
         ours = start(ours_cmd, env)
-        bare = start([sys.executable, str(HERE / "_bare_http_server.py"), str(bare_port)], env)
+        bare_cmd = [sys.executable, str(HERE / "_bare_http_server.py"), str(bare_port)]
+        if args.same_tools:
+            tools = tmp / "tools.json"
+            tools.write_text(json.dumps(anyio.run(listed_tools, f"http://127.0.0.1:{ours_port}/mcp")))
+            bare_cmd.append(str(tools))
+        bare = start(bare_cmd, env)
         subject: list[dict[str, Any]] = []
         reference: list[dict[str, Any]] = []
         fleets: list[Fleet] = []
+        targets: list[tuple[Fleet, list[dict[str, Any]]]] = []
         try:
-            # One fleet connects at a time, so each connect phase has the machine to itself.
-            fleets.append(Fleet(f"http://127.0.0.1:{ours_port}/mcp", ours, args))
-            fleets.append(Fleet(f"http://127.0.0.1:{bare_port}/mcp", bare, args))
-            targets = [(fleets[0], subject), (fleets[1], reference)]
-            for i in range(1 if args.profile else args.rounds):
-                for fleet, out in targets if i % 2 == 0 else targets[::-1]:
-                    out.append(fleet.window())
+            if args.calls:
+                urls = (f"http://127.0.0.1:{ours_port}/mcp", f"http://127.0.0.1:{bare_port}/mcp")
+                subject, reference = bursts(args, urls, (ours.pid, bare.pid))
+            else:
+                # One fleet connects at a time, so each connect phase has the machine to itself.
+                fleets.append(Fleet(f"http://127.0.0.1:{ours_port}/mcp", ours, args))
+                fleets.append(Fleet(f"http://127.0.0.1:{bare_port}/mcp", bare, args))
+                targets = [(fleets[0], subject), (fleets[1], reference)]
+                for i in range(1 if args.profile else args.rounds):
+                    for fleet, out in targets if i % 2 == 0 else targets[::-1]:
+                        out.append(fleet.window())
         finally:
             for fleet in fleets:
                 fleet.close()
@@ -161,13 +201,24 @@ def main(args: argparse.Namespace) -> None:
             return
     s, r = summary(subject), summary(reference)
     for fig, out in ((s, subject), (r, reference)):
-        fig["connect_s"] = connect[id(out)]["connect_s"]
-        for kind, n in connect[id(out)]["errors"].items():
+        fig["connect_s"] = connect[id(out)]["connect_s"] if id(out) in connect else fig["connect_p99"]
+        for kind, n in connect.get(id(out), {"errors": {}})["errors"].items():
             fig["errors"][kind] = fig["errors"].get(kind, 0) + n
-    print(
-        f"{args.clients} concurrent mcp.Client ({args.mode}) over streamable HTTP, each fleet connected once; "
-        f"{args.rounds} windows of {args.seconds:g} s per server, alternating (ABBA); medians of the windows\n"
-    )
+    if args.calls:
+        print(
+            f"{args.clients} fresh mcp.Client ({args.mode}) over streamable HTTP connecting at once, "
+            f"{args.calls} calls each, then closing; {args.rounds} bursts per server, alternating (ABBA); "
+            "medians of the bursts"
+            + ("; the reference lists the subject's tools too" if args.same_tools else "")
+            + "\n"
+        )
+        connected_after = "connect p99"
+    else:
+        print(
+            f"{args.clients} concurrent mcp.Client ({args.mode}) over streamable HTTP, each fleet connected once; "
+            f"{args.rounds} windows of {args.seconds:g} s per server, alternating (ABBA); medians of the windows\n"
+        )
+        connected_after = "all connected after"
     rows = []
     for name, fig in ((f"{label} (python skill)", s), ("bare MCPServer (@mcp.tool)", r)):
         errors = sum(fig["errors"].values())
@@ -178,11 +229,13 @@ def main(args: argparse.Namespace) -> None:
                 str(errors),
                 c.ms(fig["p50"]),
                 c.ms(fig["p99"]),
+                c.ms(fig["first_p99"]) if "first_p99" in fig else "-",
                 f"{fig['connect_s']:.1f} s",
                 f"{fig['cpu_per_call_ms']:.2f} ms",
             ]
         )
-    c.table(["server", "calls/s", "errors", "p50", "p99", "all connected after", "server CPU/call"], rows)
+    headers = ["server", "calls/s", "errors", "p50", "p99", "first call p99", connected_after, "server CPU/call"]
+    c.table(headers, rows)
     for name, fig in (("subject", s), ("reference", r)):
         if fig["errors"]:
             print(f"errors of the {name}: {fig['errors']}")
@@ -199,8 +252,12 @@ def main(args: argparse.Namespace) -> None:
         f"ABS http_load.server_cpu_per_call subject {s['cpu_per_call_ms']:.2f} ms reference "
         f"{r['cpu_per_call_ms']:.2f} ms (capacity {capacity:.3f}x the bare server)"
     )
+    kind = f"{args.mode}, {args.calls} calls" if args.calls else args.mode
+    kind += ", same tools/list" if args.same_tools else ""
     detail = f"(calls/s {ratio:.3f}x the bare server; budget >= {BUDGET:g}x)"
-    print(c.ratio_line(f"http_load[{args.mode}]", 1 / ratio if ratio else float("inf"), 1 / BUDGET, detail))
+    print(c.ratio_line(f"http_load[{kind}]", 1 / ratio if ratio else float("inf"), 1 / BUDGET, detail))
+    p99 = s["p99"] / r["p99"] if r["p99"] else float("inf")
+    print(c.ratio_line(f"http_load_p99[{kind}]", p99, P99_BUDGET, "(p99 latency over the bare server's)"))
 
 
 if __name__ == "__main__":
@@ -209,5 +266,13 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=4.0, help="length of one window (default: 4)")
     parser.add_argument("--rounds", type=int, default=6, help="windows per server (default: 6)")
     parser.add_argument("--mode", choices=("legacy", "auto"), default="legacy", help="protocol era of the clients")
+    parser.add_argument(
+        "--calls", type=int, default=0, metavar="K", help="bursts of fresh clients making K calls each, not windows"
+    )
     parser.add_argument("--profile", action="store_true", help="one round under cProfile; print our server's profile")
+    parser.add_argument(
+        "--same-tools",
+        action="store_true",
+        help="the reference's tools/list also holds the subject's tools (never called): both clients decode as much",
+    )
     main(parser.parse_args())

@@ -20,7 +20,6 @@ SDK tracks this in each transport's idle scope: its deadline is infinite while b
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import math
 from collections import Counter
@@ -32,28 +31,18 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from ._edge import client_key
+
 log = logging.getLogger("mcp_server.transports")
 
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode("latin-1")
 
 
 def client_of(scope: Scope) -> str:
-    """Who is asking: the peer address (after uvicorn applied a trusted proxy's X-Forwarded-For).
-
-    IPv6 clients usually own a whole /64, so an address in it would be a free new identity;
-    the /64 is the client.
-    """
+    """Who is asking: the peer address, or what a proxy named in `--forwarded-allow-ips` says in
+    X-Forwarded-For (uvicorn applied it); an IPv6 /64 is one client (`client_key`)."""
     peer = scope.get("client")
-    host = peer[0] if peer else "unknown"
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host  # a unix socket path or a test client's name: take it as given
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:  # ::ffff:a.b.c.d is the IPv4 client a.b.c.d
-            return str(address.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return str(address)
+    return client_key(peer[0] if peer else "unknown")
 
 
 class FairSessionManager(StreamableHTTPSessionManager):

@@ -4,9 +4,12 @@ HTTP keeps DNS-rebinding protection on wherever it binds: a request is served on
 Host header names this server (the loopback names, the bound address, and every
 `--allowed-host`), and a browser Origin only when it is one of those; the SDK answers others
 with 421 / 403. The SDK turns that protection off for any bind address other than loopback, so
-the settings are always passed explicitly here. Stateful sessions are bounded (idle timeout,
-total, per client: see `_sessions`); an optional bearer token, compared in constant time,
-guards every request before any session exists.
+the settings are always passed explicitly here. Host checking is not access control: any
+program (not a browser) may send `Host: 127.0.0.1`; the bearer token is. Stateful sessions are
+bounded (idle timeout, total, per client: see `_sessions`); an optional bearer token, compared
+in constant time, guards every request before any session exists; before either, the edge
+(`_edge`) bounds what a connection may cost: header and body deadlines, connection caps sized
+from the file-descriptor limit. `X-Forwarded-For` is believed only from `--forwarded-allow-ips`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ._limits import EdgeLimits
 
 if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOOPBACK_HOSTS",
     "BearerTokenMiddleware",
+    "EdgeLimits",
     "SessionLimits",
     "accepted_hosts",
     "exposure_warning",
@@ -205,7 +211,10 @@ def exposure_warning(
         lines.append("No --auth-token: anyone who can connect can call every tool.")
     lines.append("Put a TLS-terminating proxy in front: over plain HTTP the token and every call travel in clear text.")
     if not stateless:
-        lines.append("Sessions are limited per client address; behind a proxy, let it send X-Forwarded-For.")
+        lines.append(
+            "Sessions and connections are limited per client address; behind a proxy, let it send "
+            "X-Forwarded-For and name it with --forwarded-allow-ips."
+        )
     return "\n    ".join(lines)
 
 
@@ -218,31 +227,73 @@ async def serve_http(
     auth_token: str | None = None,
     allowed_hosts: Sequence[str] = (),
     limits: SessionLimits | None = None,
-    ready: Callable[[int], None] | None = None,
+    edge: EdgeLimits | None = None,
+    ready: Callable[[int, str], None] | None = None,
 ) -> None:
-    """Serve streamable HTTP at http://host:port/mcp until cancelled."""
+    """Serve streamable HTTP at http://host:port/mcp until cancelled.
+
+    `ready(port, limits)` is called once it listens, with the edge's limits in words.
+    """
     import uvicorn
 
+    from ._edge import Edge, EdgeReport, TrustedProxies, edge_protocol, quiet_edge_logs
+    from ._limits import size_caps
+
+    edge = edge or EdgeLimits()
+    caps = size_caps(edge)
+    proxies = TrustedProxies(edge.forwarded_allow_ips)
+    report = EdgeReport(caps)
     app = http_app(
         server, host=host, stateless=stateless, auth_token=auth_token, allowed_hosts=allowed_hosts, limits=limits
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    userver = uvicorn.Server(config)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=edge_protocol(Edge(caps, proxies, report)),
+        backlog=caps.accept_batch,  # asyncio accepts this many per loop turn; the kernel queue is widened below
+        ws="none",
+        proxy_headers=bool(proxies),  # uvicorn would believe X-Forwarded-For from loopback
+        forwarded_allow_ips=list(edge.forwarded_allow_ips),
+    )
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            try:
+                await super().shutdown(sockets)
+            finally:
+                # Here, not after serve(): uvicorn re-raises a SIGTERM once serve() returns.
+                report.flush()
+
+    userver = Server(config)
 
     def announce(bound: int) -> None:
         warning = exposure_warning(host, bound, auth_token=auth_token, allowed_hosts=allowed_hosts, stateless=stateless)
         if warning:
             log.warning(warning)
         if ready is not None:
-            ready(bound)
+            ready(bound, caps.describe())
+        else:
+            log.info(caps.describe())
+
+    undo = quiet_edge_logs(report)
+    try:
+        await _serve_uvicorn(server, userver, host, port, announce)
+    finally:
+        undo()
+
+
+async def _serve_uvicorn(
+    server: OrchestratorServer, userver: Any, host: str, port: int, announce: Callable[[int], None]
+) -> None:
+    """Run uvicorn with the server's lifespan; once it listens, widen its queue and announce the port."""
+    import anyio
+
+    from ._limits import LISTEN_QUEUE
 
     async with server.running():
-        if ready is None:
-            announce(port)
-            await userver.serve()
-            return
-        import anyio
-
         stopped = anyio.Event()
 
         async def serve() -> None:
@@ -258,4 +309,9 @@ async def serve_http(
                     raise OSError(f"the HTTP server on {host}:{port} stopped before it started")
                 await anyio.sleep(0.01)
             sockets = [s for srv in userver.servers for s in srv.sockets]
+            for listener in sockets:
+                # asyncio uses one number for the kernel's queue and for its accept batch: the
+                # batch stays small (see `_limits`), the queue holds a burst of clients.
+                with listener.dup() as raw:
+                    raw.listen(LISTEN_QUEUE)
             announce(sockets[0].getsockname()[1] if sockets else port)

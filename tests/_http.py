@@ -71,13 +71,29 @@ class Served:
             await self._said.wait()
 
 
+_WITH_FD_LIMIT = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); os.execv(sys.argv[2], sys.argv[2:])"
+)
+"""Run a command with its file-descriptor limit (soft and hard) lowered, as `ulimit -n N` would."""
+
+
 @asynccontextmanager
-async def http_server(home: Path, *options: str, env: dict[str, str] | None = None) -> AsyncIterator[Served]:
-    """Start `orchestrator serve --transport http --port 0 ...` and yield it once it serves."""
+async def http_server(
+    home: Path, *options: str, env: dict[str, str] | None = None, fd_limit: int | None = None
+) -> AsyncIterator[Served]:
+    """Start `orchestrator serve --transport http --port 0 ...` and yield it once it serves.
+
+    `fd_limit`: the server's file-descriptor limit (soft and hard), to run out of descriptors
+    with a few hundred connections instead of thousands.
+    """
     environ = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_TOKEN"}
     environ |= {"ORCHESTRATOR_HOME": str(home), **(env or {})}
+    command = [str(ORCHESTRATOR), "serve", "--transport", "http", "--port", "0", "--home", str(home), *options]
+    if fd_limit is not None:
+        command = [sys.executable, "-c", _WITH_FD_LIMIT, str(fd_limit), *command]
     process = await anyio.open_process(
-        [str(ORCHESTRATOR), "serve", "--transport", "http", "--port", "0", "--home", str(home), *options],
+        command,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -99,7 +115,18 @@ async def http_server(home: Path, *options: str, env: dict[str, str] | None = No
                     announced.set()
         announced.set()  # EOF: the server died before announcing itself
         served.heard("")
+        ended.set()
 
+    async def stop() -> None:
+        if process.returncode is None:
+            process.terminate()
+            with anyio.move_on_after(10):
+                await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+    ended = anyio.Event()
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_stderr)
@@ -109,16 +136,15 @@ async def http_server(home: Path, *options: str, env: dict[str, str] | None = No
             try:
                 yield served
             finally:
+                # Stop it and read what it says while stopping (its last log lines), then stop reading.
+                with anyio.CancelScope(shield=True):
+                    await stop()
+                    with anyio.move_on_after(10):
+                        await ended.wait()
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.terminate()
-                with anyio.move_on_after(10):
-                    await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            await stop()
             await process.aclose()
 
 

@@ -167,10 +167,11 @@ async def test_a_full_server_takes_room_from_the_heaviest_client_and_refuses_onl
 async def test_behind_a_local_proxy_forwarded_clients_are_counted_apart_and_an_ipv6_64_is_one_client(
     home: Path,
 ) -> None:
-    async with http_server(home, "--max-sessions-per-client", "1") as served:
+    options = ("--max-sessions-per-client", "1", "--forwarded-allow-ips", "127.0.0.1")
+    async with http_server(home, *options) as served:
         url = served.url
         with anyio.fail_after(TIMEOUT):
-            async with httpx2.AsyncClient() as proxy:  # on loopback: uvicorn trusts its X-Forwarded-For
+            async with httpx2.AsyncClient() as proxy:  # named by --forwarded-allow-ips: its X-Forwarded-For counts
 
                 async def session_of(client: str) -> str:
                     opened = await open_session(proxy, url, {"x-forwarded-for": client})
@@ -232,6 +233,9 @@ async def test_stateless_http_promises_list_changed_only_to_the_era_that_can_hea
         (("--allowed-host", "*"), "no wildcards"),
         (("--max-sessions", "0"), "0 is not 1 or more"),
         (("--session-idle-timeout", "-1"), "not a positive number of seconds"),
+        (("--header-timeout", "0"), "not a positive number of seconds"),
+        (("--max-connections-per-client", "0"), "0 is not 1 or more"),
+        (("--forwarded-allow-ips", "127.0.0.1,proxy.example"), "'proxy.example' is not an IP address or network"),
     ],
 )
 def test_bad_http_flags_exit_2_saying_what_to_give(flags: tuple[str, ...], says: str, tmp_path: Path) -> None:
@@ -241,9 +245,10 @@ def test_bad_http_flags_exit_2_saying_what_to_give(flags: tuple[str, ...], says:
 
 
 def test_http_flags_over_stdio_and_session_limits_without_sessions_are_refused(tmp_path: Path) -> None:
-    done = run_cli("serve", "--allowed-host", ALLOWED, "--max-sessions", "9", env=dict(os.environ), cwd=tmp_path)
+    stdio = ("serve", "--allowed-host", ALLOWED, "--max-sessions", "9", "--forwarded-allow-ips", "127.0.0.1")
+    done = run_cli(*stdio, env=dict(os.environ), cwd=tmp_path)
     assert done.code == 2
-    assert "--allowed-host, --max-sessions apply to --transport http only" in done.err
+    assert "--allowed-host, --max-sessions, --forwarded-allow-ips apply to --transport http only" in done.err
     stateless = ("serve", "--transport", "http", "--stateless", "--session-idle-timeout", "5")
     done = run_cli(*stateless, env=dict(os.environ), cwd=tmp_path)
     assert done.code == 2

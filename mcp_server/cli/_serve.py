@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..transports import SessionLimits
+from ..transports import EdgeLimits, SessionLimits
 from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int
 from ._server import server
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 _N = TypeVar("_N", int, float)
 _LIMITS = SessionLimits()
+_EDGE = EdgeLimits()
 _HTTP_ONLY: dict[str, Any] = {
     "--stateless": False,
     "--auth-token": None,
@@ -25,6 +26,11 @@ _HTTP_ONLY: dict[str, Any] = {
     "--session-idle-timeout": _LIMITS.idle_timeout,
     "--max-sessions": _LIMITS.max_sessions,
     "--max-sessions-per-client": _LIMITS.per_client,
+    "--header-timeout": _EDGE.header_timeout,
+    "--body-timeout": _EDGE.body_timeout,
+    "--max-connections": None,
+    "--max-connections-per-client": None,
+    "--forwarded-allow-ips": [],
 }
 """The HTTP flags and their defaults: given with stdio they would silently do nothing."""
 _SESSION_LIMITS = ("--session-idle-timeout", "--max-sessions", "--max-sessions-per-client")
@@ -113,6 +119,51 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
         default=_LIMITS.per_client,
         help=f"open sessions of one client address; its oldest idle one makes room (default: {_LIMITS.per_client})",
     )
+    _add_edge_limits(http)
+
+
+def _add_edge_limits(http: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]  # argparse's own name for a group
+    """Flags that bound what a connection may cost before it is a request (slowloris, fd exhaustion)."""
+    http.add_argument(
+        "--header-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=_EDGE.header_timeout,
+        help=f"close a connection whose request headers are not complete this long after it opened (or after "
+        f"the first byte of its next request) (default: {_EDGE.header_timeout:g})",
+    )
+    http.add_argument(
+        "--body-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=_EDGE.body_timeout,
+        help=f"close a connection whose request body is not complete this long after its headers "
+        f"(default: {_EDGE.body_timeout:g})",
+    )
+    http.add_argument(
+        "--max-connections",
+        metavar="N",
+        type=positive_int,
+        default=None,
+        help="open connections in all; past it the oldest one that sent no request yet is closed, "
+        "else 503 (default: sized from the file-descriptor limit, printed at start)",
+    )
+    http.add_argument(
+        "--max-connections-per-client",
+        metavar="N",
+        type=positive_int,
+        default=None,
+        help="open connections of one client address, the same way (default: a quarter of --max-connections)",
+    )
+    http.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        type=_proxies,
+        action="extend",
+        default=[],
+        help="proxies whose X-Forwarded-For names the client: addresses or networks, comma-separated "
+        "(repeatable), or * for any (default: none, so X-Forwarded-For is ignored)",
+    )
 
 
 def _allowed_host(text: str) -> str:
@@ -133,6 +184,25 @@ def _allowed_host(text: str) -> str:
             "or mcp.example.com:8443 (one per --allowed-host; no wildcards)"
         )
     return name
+
+
+def _proxies(text: str) -> list[str]:
+    """Comma-separated addresses or networks of trusted proxies, or `*`."""
+    import ipaddress
+
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if item == "*":
+            continue
+        try:
+            ipaddress.ip_network(item.strip("[]"), strict=False)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{item}' is not an IP address or network; give the proxy's address, e.g. 127.0.0.1 or 10.0.0.0/8"
+            ) from None
+    if not items:
+        raise argparse.ArgumentTypeError("give at least one address, e.g. --forwarded-allow-ips 127.0.0.1")
+    return [item if item == "*" else item.strip("[]") for item in items]
 
 
 def _seconds(text: str) -> float:
@@ -185,13 +255,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _check_bindable(args.host, args.port)
     host = f"[{args.host}]" if ":" in args.host else args.host
 
-    def ready(port: int) -> None:
+    def ready(port: int, edge_limits: str) -> None:
         print(f"{PROG}: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+        print(f"{PROG}: {edge_limits}", file=sys.stderr, flush=True)
 
     limits = SessionLimits(
         idle_timeout=args.session_idle_timeout,
         max_sessions=args.max_sessions,
         per_client=args.max_sessions_per_client,
+    )
+    edge = EdgeLimits(
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_connections=args.max_connections,
+        max_connections_per_client=args.max_connections_per_client,
+        forwarded_allow_ips=tuple(args.forwarded_allow_ips),
     )
 
     async def run() -> None:
@@ -203,6 +281,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             auth_token=token,
             allowed_hosts=args.allowed_host,
             limits=limits,
+            edge=edge,
             ready=ready,
         )
 
