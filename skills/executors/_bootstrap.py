@@ -64,6 +64,7 @@ for spec in filter(None, sys.argv[1].split(",")):
     try: r.setrlimit(k, (min(soft, cap), min(hard, cap)))
     except (ValueError, OSError) as e: sys.stderr.write(f"orchestrator: resource limit {k}: {e}\\n")
 s.signal(s.SIGPIPE, s.SIG_DFL); s.signal(s.SIGXFSZ, s.SIG_DFL)
+os.closerange(3, 1 << 16)  # nothing of the server's but stdin, stdout, stderr (the cgroup gate's pipe)
 if sys.argv[4] == "--run-python":
     script, paths = sys.argv[5], sys.argv[6]
     try:

@@ -10,12 +10,17 @@ Script skills, created skills' tests, `run-tests` and `shell-command` all go thr
   stop the group gets SIGTERM, a grace period, then SIGKILL, and a sweep of /proc kills what
   left the group (`setsid`) but still carries the jail's token in its environment.
 
-Either way the bootstrap (`skills.executors._bootstrap`) sets the resource limits before the program
-starts.
+Either way the bootstrap (`skills.executors._bootstrap`) sets the resource limits of each process
+before the program starts, and where the host allows it the whole call runs in a cgroup of its own
+(`skills.executors._cgroup`): its memory and its number of processes in total are bounded by the
+kernel (`Isolation.budget`), every process it started is found and killed at the end, and a call
+that ran into a budget fails with `LimitExceededError` (from `Jailed.close`), whatever it exited with.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import secrets
 import shutil
@@ -27,17 +32,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 from anyio.abc import Process
 
 from ._bootstrap import PYTHON, RUN_PYTHON, SANDBOX_USER, bootstrap_argv, exit_signal
 from ._bwrap import bwrap_argv
-from .isolation import Isolation
+from ._cgroup import CallGroup, gate, support
+from .isolation import Budget, Isolation
 
 __all__ = ["PYTHON", "RUN_PYTHON", "SYSTEM_PATH", "Jail", "Jailed", "bootstrap_argv", "exit_signal"]
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 _GRACE = 1.0  # seconds between SIGTERM and SIGKILL: time for the process to clean up
 _TOKEN = "ORCHESTRATOR_JAIL"
+log = logging.getLogger("skills.confine")
+_JAIL_PROCESSES = 2  # bubblewrap's own two processes (outside and pid 1 inside), not the call's
+_SH = "/bin/sh"
 
 
 @dataclass(frozen=True)
@@ -59,13 +69,29 @@ class Jail:
     """Size of the private /tmp (confined)."""
     cwd: Path | None = None
     """Working directory when it is not `workdir` (one of `read_only`, e.g. the project under test)."""
+    total_memory_mb: int | None = None
+    """Memory of the whole call, all its processes together (None: the server's budget; never more)."""
+    max_processes: int | None = None
+    """Processes of the whole call at once (None: the server's budget; never more)."""
+    label: str = "the program"
+    """Who the call is in an error message (`'my-skill'`)."""
 
 
 class Jailed:
     """A running jailed process; `close()` stops whatever is left of it and cleans up."""
 
-    def __init__(self, process: Process, confined: bool, token: str, tmpdir: Path | None) -> None:
+    def __init__(
+        self,
+        process: Process,
+        confined: bool,
+        token: str,
+        tmpdir: Path | None,
+        group: CallGroup | None = None,
+        budget: Budget | None = None,
+        label: str = "the program",
+    ) -> None:
         self.process, self.confined, self._token, self._tmpdir = process, confined, token, tmpdir
+        self.group, self.budget, self.label = group, budget, label
 
     @classmethod
     async def open(
@@ -82,7 +108,7 @@ class Jailed:
         """Start `command` in `jail` (confined when `isolation` is available).
 
         Raises:
-            OSError: the work directory or the process could not be made.
+            OSError: the work directory, the call's cgroup or the process could not be made.
         """
         workdir = jail.workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -91,6 +117,8 @@ class Jailed:
         token = secrets.token_hex(8)
         environment = {**env, "HOME": str(workdir), _TOKEN: token}
         tmpdir = None
+        # With a cgroup, the rlimit stays one above its budget: the budget refuses first, and says so.
+        nproc = jail.nproc + 1 if support().enforced else jail.nproc
         if isolation.available and isolation.bwrap and isolation.mode:
             if isolation.mode == "root" and workdir.stat().st_uid != SANDBOX_USER:
                 os.chown(workdir, SANDBOX_USER, SANDBOX_USER)  # the sandbox user writes here
@@ -105,7 +133,7 @@ class Jailed:
             )
             argv += bootstrap_argv(
                 command,
-                nproc=jail.nproc,
+                nproc=nproc,
                 memory_mb=jail.memory_mb,
                 timeout=jail.timeout,
                 mode=isolation.mode,
@@ -116,8 +144,18 @@ class Jailed:
             tmpdir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=workdir))
             environment["TMPDIR"] = str(tmpdir)
             argv = bootstrap_argv(
-                command, nproc=_unconfined_nproc(jail.nproc), memory_mb=jail.memory_mb, timeout=jail.timeout, mode=None
+                command, nproc=_unconfined_nproc(nproc), memory_mb=jail.memory_mb, timeout=jail.timeout, mode=None
             )
+        budget = isolation.budget(jail.total_memory_mb, jail.max_processes)
+        try:
+            group = _group(budget, confined=tmpdir is None)
+        except OSError:
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        gate_fds = os.pipe() if group is not None else None
+        if gate_fds is not None:  # it enters its group before it runs anything (`_cgroup.gate`)
+            argv = [_SH, "-c", gate(gate_fds[0]), "sh", *argv]
         try:
             process = await anyio.open_process(
                 argv,
@@ -127,22 +165,48 @@ class Jailed:
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,  # its own process group: one killpg reaches its children
+                pass_fds=gate_fds[:1] if gate_fds else (),
             )
-        except OSError:
+        except BaseException:  # OSError, or cancelled while starting
             if tmpdir is not None:
                 shutil.rmtree(tmpdir, ignore_errors=True)
+            if gate_fds is not None:
+                os.close(gate_fds[1])
+            if group is not None:
+                group.remove()  # empty: at once
             raise
-        return cls(process, tmpdir is None, token, tmpdir)
+        finally:
+            if gate_fds is not None:
+                os.close(gate_fds[0])
+        jailed = cls(process, tmpdir is None, token, tmpdir, group, budget, jail.label)
+        if group is not None and gate_fds is not None:
+            try:
+                group.adopt(process.pid)
+                os.write(gate_fds[1], b"go\n")
+            except OSError as exc:
+                await jailed.close()
+                raise OSError(exc.errno, f"it could not be put in its cgroup: {exc.strerror}") from None
+            finally:
+                os.close(gate_fds[1])
+        return jailed
 
     def signal(self, returncode: int) -> int | None:
         return exit_signal(returncode, self.confined)
 
     def kill(self) -> None:
-        """SIGKILL everything of the jail at once (its process group; the PID namespace follows)."""
+        """SIGKILL everything of the jail at once (its process group and cgroup; the PID namespace follows)."""
         _signal_group(self.process.pid, signal.SIGKILL)
+        if self.group is not None:
+            self.group.kill()
 
     async def close(self, grace: float = _GRACE) -> None:
-        """Stop the whole jail (SIGTERM, grace, SIGKILL) and reap it, even when cancelled."""
+        """Stop the whole jail (SIGTERM, grace, SIGKILL) and reap it, even when cancelled.
+
+        Raises:
+            LimitExceededError: the call ran into its memory or process budget (not raised
+                when the caller is being cancelled: it has no one to tell).
+        """
+        reached = None
         with anyio.CancelScope(shield=True):
             process = self.process
             if process.returncode is None:
@@ -150,11 +214,33 @@ class Jailed:
                 with anyio.move_on_after(grace):
                     await process.wait()
             _signal_group(process.pid, signal.SIGKILL)
-            if not self.confined:
+            if self.group is not None:
+                reached = self.group.reached()
+                if not await anyio.to_thread.run_sync(self.group.remove):
+                    log.warning("cgroup %s could not be removed yet; the next server removes it", self.group.dirs)
+            elif not self.confined:
                 await anyio.to_thread.run_sync(_sweep, self._token)
             await process.aclose()
             if self._tmpdir is not None:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)  # refuses a symlink planted in its place
+        if reached is not None and self.budget is not None and anyio.current_effective_deadline() != -math.inf:
+            raise self.budget.exceeded(reached, self.label)
+
+
+def _group(budget: Budget, *, confined: bool) -> CallGroup | None:
+    """A cgroup with the call's budget, or None where the host has none to give (rlimits only).
+
+    Raises:
+        OSError: cgroups work here but this one could not be made (the call is not run unbounded).
+    """
+    found = support()
+    if not found.enforced:
+        return None
+    processes = budget.processes + (_JAIL_PROCESSES if confined else 0)
+    try:
+        return CallGroup(found, budget.memory_mb * 2**20, processes)
+    except OSError as exc:
+        raise OSError(exc.errno, f"its cgroup (memory and process budget) could not be made: {exc.strerror}") from None
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -13,7 +13,13 @@ Settings live in `<home>/config.yaml` under `isolation:`:
 isolation:
   bwrap: /usr/bin/bwrap       # default: `bwrap` on PATH
   allow_unconfined: false     # true lets create_skill test and publish without confinement
+  total_memory_mb: 1024       # one call's processes together (a cgroup); a skill may ask for less
+  max_processes: 64           # one call's processes and threads at once; a skill may ask for less
 ```
+
+The per-call budgets are enforced by the kernel where a cgroup can be made for each call
+(`skills.executors._cgroup`; `budget_support` says whether and how), else only the rlimits of
+each process apply.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ import sys
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core._yaml import YAMLError, load_yaml
+from ..core.errors import LimitExceededError
+from ._cgroup import BudgetSupport, support
 
 if TYPE_CHECKING:
     from ..core.base import Skill
@@ -36,8 +44,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "UNCONFINED",
+    "Budget",
+    "BudgetSupport",
     "Isolation",
     "IsolationSettings",
+    "budget_support",
     "confinement_of",
     "isolation_of",
     "load_settings",
@@ -59,6 +70,13 @@ class IsolationSettings(BaseModel):
     allow_unconfined: bool = False
     """Let `create_skill` test and publish model-written skills where no confinement is
     available (their code then runs with the server's rights). Off by default."""
+    total_memory_mb: int = Field(default=1024, ge=16, le=1_048_576)
+    """Memory (MiB) one call of a script skill, `run-tests` or `shell-command` may use with all
+    its processes together; past it the kernel stops the call and it fails with
+    `limit_exceeded`. A skill's `total_memory_mb:` may ask for less, never for more."""
+    max_processes: int = Field(default=64, ge=4, le=65_536)
+    """Processes (and threads) one such call may run at once; past it `fork()` fails and the
+    call fails with `limit_exceeded`. A skill's `max_processes:` may ask for fewer, never more."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,20 @@ class Isolation:
     version: str | None = None
     mode: BwrapMode | None = None
     allow_unconfined: bool = False
+    total_memory_mb: int = 1024
+    """The server's per-call memory budget (`IsolationSettings.total_memory_mb`)."""
+    max_processes: int = 64
+    """The server's per-call process budget (`IsolationSettings.max_processes`)."""
+
+    def budget(self, memory_mb: int | None = None, processes: int | None = None) -> Budget:
+        """The budget of a call whose skill asks for `memory_mb` and `processes` (None: the
+        server's): what it asks, but never more than the server allows."""
+        return Budget(
+            min(memory_mb or self.total_memory_mb, self.total_memory_mb),
+            min(processes or self.max_processes, self.max_processes),
+            server_memory_mb=self.total_memory_mb,
+            server_processes=self.max_processes,
+        )
 
     def summary(self) -> str:
         if self.available:
@@ -86,7 +118,49 @@ class Isolation:
             "version": self.version,
             "mode": self.mode,
             "allow_unconfined": self.allow_unconfined,
+            "total_memory_mb": self.total_memory_mb,
+            "max_processes": self.max_processes,
         }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one call may use with all its processes together (`Isolation.budget`)."""
+
+    memory_mb: int
+    processes: int
+    server_memory_mb: int
+    """The server's ceiling, for the hint of a call that reached its budget."""
+    server_processes: int
+
+    def exceeded(self, what: Literal["memory", "processes"], label: str) -> LimitExceededError:
+        """The error of a call that ran into its `what` budget: which one, and how to raise it."""
+        if what == "memory":
+            field, asked, ceiling = "total_memory_mb", self.memory_mb, self.server_memory_mb
+            message = (
+                f"{label} went over its memory budget of {asked} MiB for all its processes together "
+                "and was stopped by the kernel"
+            )
+        else:
+            field, asked, ceiling = "max_processes", self.processes, self.server_processes
+            message = (
+                f"{label} tried to run more than {asked} processes at once (its process budget); "
+                "the kernel refused the rest"
+            )
+        hint = (
+            f"raise `{field}:` in the skill's skill.yaml (up to {ceiling}, the server's limit)"
+            if asked < ceiling
+            else f"the server's limit applies: raise `isolation: {field}:` in the home's config.yaml (now {ceiling})"
+        )
+        return LimitExceededError(message, limit=field, hint=hint + ", or make it use less")
+
+
+def budget_support(*, prepare: bool = True) -> BudgetSupport:
+    """How per-call budgets are enforced here: a cgroup v2 or v1 per call, or only rlimits (and why).
+
+    `prepare=False` only looks (`orchestrator doctor`): see `skills.executors._cgroup.support`.
+    """
+    return support(prepare=prepare)
 
 
 UNCONFINED = Isolation(False, "confinement was not asked for")
@@ -134,7 +208,12 @@ def probe(settings: IsolationSettings | None = None) -> Isolation:
             result = _CACHE[key]
             log.debug("isolation probe of %s: %s", found, result.summary())
     result = _CACHE[key]
-    return replace(result, allow_unconfined=settings.allow_unconfined)
+    return replace(
+        result,
+        allow_unconfined=settings.allow_unconfined,
+        total_memory_mb=settings.total_memory_mb,
+        max_processes=settings.max_processes,
+    )
 
 
 def isolation_of(extras: dict[str, Any]) -> Isolation:
@@ -163,6 +242,13 @@ def confinement_of(skill: Skill, isolation: Isolation) -> str:
         if isolation.available
         else f"UNCONFINED ({isolation.reason}): the server's file and network access, "
         "only a scrubbed environment and rlimits"
+    )
+    budget = isolation.budget(getattr(contract, "total_memory_mb", None), getattr(contract, "max_processes", None))
+    found = budget_support(prepare=False)  # `skills show` only looks
+    jail += (
+        f"; per call at most {budget.memory_mb} MiB and {budget.processes} processes in total ({found.summary()})"
+        if found.enforced
+        else f"; no per-call total of memory or processes ({found.detail})"
     )
     builtin = skill.source == "builtin"
     if skill.kind == "script":

@@ -72,6 +72,8 @@ class ScriptRunner(_Plain):
             folder=skill.root,
             network=contract.network,
             isolation=await anyio.to_thread.run_sync(isolation_of, ctx.extras),
+            total_memory_mb=contract.total_memory_mb,
+            max_processes=contract.max_processes,
         )
 
 
