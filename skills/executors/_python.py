@@ -168,7 +168,7 @@ async def run_python(
     is_async, mtime = entry_facts(root, target)
     if is_async:
         return await _run_in_process(root, target, skill, arguments, ctx, timeout)
-    from ._pool import StoppedAtStart, WorkerDied, call_in_worker
+    from ._pool import CLIENT_KEY, StoppedAtStart, WorkerDied, call_in_worker
 
     request = {
         "root": str(root),
@@ -186,7 +186,7 @@ async def run_python(
         "cwd": os.getcwd(),
     }
     try:
-        reply = await call_in_worker(request, ctx, timeout)
+        reply = await call_in_worker(request, ctx, timeout, ctx.extras.get(CLIENT_KEY))
     except TimeoutError:
         raise SkillTimeoutError(
             f"'{skill}' did not finish within {timeout:g}s and was stopped (its worker process was killed)",

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
     from ..core.contract import SkillContract
     from ..core.folder import FolderSkill
 
-__all__ = ["AgentRunner", "PromptRunner", "PythonRunner", "ScriptRunner", "register_runners"]
+__all__ = ["CLIENT_KEY", "AgentRunner", "PromptRunner", "PythonRunner", "ScriptRunner", "register_runners"]
+
+CLIENT_KEY = "client"
+"""`ctx.extras` key where the server names who called (an authenticated identity, else the
+session): the worker pool of sync python skills shares its workers fairly between clients."""
 
 
 class _Plain:
