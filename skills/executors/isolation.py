@@ -200,16 +200,20 @@ def probe(settings: IsolationSettings | None = None) -> Isolation:
         )
         if sys.platform != "linux":
             why = f"confinement needs Linux namespaces (bubblewrap); this is {sys.platform}"
-        return Isolation(False, why, allow_unconfined=settings.allow_unconfined)
+        return _with(Isolation(False, why), settings)
     key = (os.path.realpath(found), os.geteuid())
     with _LOCK:
         if key not in _CACHE:
             _CACHE[key] = _run_probe(found)
             result = _CACHE[key]
             log.debug("isolation probe of %s: %s", found, result.summary())
-    result = _CACHE[key]
+    return _with(_CACHE[key], settings)
+
+
+def _with(found: Isolation, settings: IsolationSettings) -> Isolation:
+    """What was probed, with the home's settings that are not probed."""
     return replace(
-        result,
+        found,
         allow_unconfined=settings.allow_unconfined,
         total_memory_mb=settings.total_memory_mb,
         max_processes=settings.max_processes,
