@@ -74,9 +74,7 @@ time.sleep(600)
 
 
 def _script(root: Path, name: str, source: str, **contract: Any) -> None:
-    write_skill(
-        root, name, contract={"run": {"script": "run.py"}, "timeout": 60, **contract}, files={"run.py": source}
-    )
+    write_skill(root, name, contract={"run": {"script": "run.py"}, "timeout": 60, **contract}, files={"run.py": source})
 
 
 @pytest.fixture(params=["unconfined", "confined"])
@@ -94,9 +92,7 @@ def server(request: pytest.FixtureRequest, home: Path, tmp_path: Path) -> Any:
     _script(skills, "bomb", BOMB)
     _script(skills, "small-bomb", BOMB, max_processes=16)
     _script(skills, "hang", HANG, timeout=2)
-    write_skill(
-        skills, "hello", contract={"run": {"script": "run.py"}}, files={"run.py": "print('{\"hello\": 1}')\n"}
-    )
+    write_skill(skills, "hello", contract={"run": {"script": "run.py"}}, files={"run.py": "print('{\"hello\": 1}')\n"})
     return create_server(home=home, skill_dirs=[skills])
 
 
