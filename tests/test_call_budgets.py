@@ -24,7 +24,7 @@ from mcp import Client
 
 from mcp_server import create_server
 from skills import Home
-from skills.executors._cgroup import cgroup_mounts, own_cgroups
+from skills.executors._cgroup import _prepare_v2, cgroup_mounts, own_cgroups
 from skills.executors.isolation import budget_support, probe
 
 SUPPORT = budget_support()
@@ -200,3 +200,44 @@ def test_the_cgroup_of_this_process_is_found_in_each_layout() -> None:
     container = cgroup_mounts(CONTAINER_MOUNTS)[0]  # the host's path, under the mount of its own cgroup
     assert container.inside("/docker/abc/init") == Path("/sys/fs/cgroup/init")
     assert container.inside("/") == Path("/sys/fs/cgroup")  # a cgroup namespace of its own
+
+
+def _fake_v2(root: Path, controllers: str, procs: list[int], *, delegated: bool) -> Path:
+    """A directory laid out like a cgroup v2 one (the files the decision reads)."""
+    base = root / "app.slice" / "run-r1.scope"
+    base.mkdir(parents=True)
+    (base / "cgroup.controllers").write_text(controllers + "\n")
+    (base / "cgroup.subtree_control").write_text("\n")
+    (base / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in procs))
+    if delegated:
+        try:
+            os.setxattr(base, "user.delegate", b"1")  # what systemd sets on a Delegate=yes unit
+        except OSError as exc:
+            pytest.skip(f"no user xattrs on {root}: {exc.strerror}")
+    return base
+
+
+@pytest.mark.parametrize(
+    ("controllers", "procs", "delegated", "expected"),
+    [
+        ("cpu io memory pids", ["self"], True, None),
+        ("cpu io", ["self"], True, "has no memory or pids controller to hand down"),
+        ("cpu io memory pids", ["self", 1], True, "also holds processes that are not this server's (pid 1)"),
+        ("cpu io memory pids", ["self"], False, "is not delegated to this server"),
+    ],
+    ids=["delegated", "no-controllers", "shared", "not-delegated"],
+)
+def test_a_cgroup_v2_is_used_only_where_it_is_this_servers_to_divide(
+    tmp_path: Path, controllers: str, procs: list[Any], delegated: bool, expected: str | None
+) -> None:
+    """The decisions of the v2 path (the host here is v1, so they run on a look-alike tree, without moving)."""
+    if not delegated and os.geteuid() != 0:
+        pytest.skip("a user's writable cgroup is delegated to it by definition")
+    base = _fake_v2(tmp_path, controllers, [os.getpid() if p == "self" else p for p in procs], delegated=delegated)
+    found, why = _prepare_v2(base, at_root=False, move=False)
+    if expected is None:
+        assert (found, why) == (base, "")
+    else:
+        assert found is None and expected in why and str(base) in why
+        if "delegated" in expected or "not this server's" in expected:
+            assert "systemd-run --user --scope -p Delegate=yes orchestrator serve" in why
