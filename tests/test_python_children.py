@@ -5,6 +5,7 @@ of the worker's process group misses it) and a double fork (the grandchild is re
 from the worker). Each must be gone after the call returns, after its timeout, and after the
 server itself gets SIGTERM. Processes are found by their command line, which holds the test's
 own marker; there is no event for "a process has exited", so /proc is polled with a bound.
+(SIGKILL too: the worker's keeper learns of the server's death from the kernel.)
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ def _server_pid(home: Path) -> int:
     return found[0]
 
 
-async def test_the_children_of_a_call_are_gone_after_the_server_gets_sigterm(
-    home: Path, skills: Path, tmp_path: Path
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+async def test_the_children_of_a_call_are_gone_after_the_server_is_stopped(
+    home: Path, skills: Path, tmp_path: Path, stop: signal.Signals
 ) -> None:
     marker = str(tmp_path / "terminated")
     params = StdioServerParameters(
@@ -119,6 +121,6 @@ async def test_the_children_of_a_call_are_gone_after_the_server_gets_sigterm(
 
                 tg.start_soon(call)
                 await poll_until(lambda: len(_left(marker)) == len(KINDS), 30)  # the call is under way
-                os.kill(_server_pid(home), signal.SIGTERM)
+                os.kill(_server_pid(home), stop)
                 await _all_gone(marker)
                 tg.cancel_scope.cancel()

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
@@ -72,7 +72,8 @@ class Jail:
     total_memory_mb: int | None = None
     """Memory of the whole call, all its processes together (None: the server's budget; never more)."""
     max_processes: int | None = None
-    """Processes of the whole call at once (None: the server's budget; never more)."""
+    """Processes of the whole call at once (None: the server's budget, or `nproc` where that is
+    more: `run-tests` and `shell-command` keep the process counts they always had)."""
     label: str = "the program"
     """Who the call is in an error message (`'my-skill'`)."""
 
@@ -147,6 +148,8 @@ class Jailed:
                 command, nproc=_unconfined_nproc(nproc), memory_mb=jail.memory_mb, timeout=jail.timeout, mode=None
             )
         budget = isolation.budget(jail.total_memory_mb, jail.max_processes)
+        if jail.max_processes is None and jail.nproc > budget.processes:
+            budget = replace(budget, processes=jail.nproc)
         try:
             group = _group(budget, confined=tmpdir is None)
         except OSError:

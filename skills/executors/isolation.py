@@ -147,11 +147,12 @@ class Budget:
                 f"{label} tried to run more than {asked} processes at once (its process budget); "
                 "the kernel refused the rest"
             )
-        hint = (
-            f"raise `{field}:` in the skill's skill.yaml (up to {ceiling}, the server's limit)"
-            if asked < ceiling
-            else f"the server's limit applies: raise `isolation: {field}:` in the home's config.yaml (now {ceiling})"
-        )
+        if asked < ceiling:
+            hint = f"raise `{field}:` in the skill's skill.yaml (up to {ceiling}, the server's limit)"
+        elif asked == ceiling:
+            hint = f"the server's limit applies: raise `isolation: {field}:` in the home's config.yaml (now {ceiling})"
+        else:
+            hint = "that is this built-in skill's own limit"
         return LimitExceededError(message, limit=field, hint=hint + ", or make it use less")
 
 
