@@ -17,7 +17,7 @@ started meanwhile, its result is dropped). Slow skills never queue; nor does a c
 that has run for `STUCK` seconds.
 
 Bounds, so that one client or one skill cannot starve the rest: at most `MAX_WORKERS` workers;
-one client (its authenticated identity, else its session: `CLIENT_KEY` in `ctx.extras`) holds at
+one client (its authenticated identity, else its session: `call_in_worker`'s `client`) holds at
 most `MAX_PER_CLIENT` of them, and at most `MAX_PER_SKILL` with calls of one skill (its further
 calls queue or wait their turn), so another client always finds a worker free or soon free; a
 place that frees goes to the waiting client that holds the fewest workers (first come first
@@ -42,10 +42,8 @@ import anyio
 import anyio.lowlevel
 
 from ._channel import ATOMIC, Call, StoppedAtStart, Worker, WorkerDied
-from .runners import CLIENT_KEY
 
 __all__ = [
-    "CLIENT_KEY",
     "MAX_PER_CLIENT",
     "MAX_PER_SKILL",
     "MAX_WORKERS",
@@ -134,11 +132,19 @@ def _can_take(client: Hashable, skill: str) -> bool:
 def _may_start(client: Hashable, skill: str) -> bool:
     """One start at a time, except for a client that has no worker for this skill yet: it is
     not kept waiting behind another's burst. A client whose calls of a skill queue gets no more
-    than a worker per core for them this way: more would not serve its burst sooner."""
+    than a worker per core for them this way (more would not serve its burst sooner), unless
+    those are stuck in long calls."""
     held = _held_skill[client, skill]
-    if len(_live) >= MAX_WORKERS or (held and _depth(skill) > 1 and held >= _CORES):
+    if len(_live) >= MAX_WORKERS or (held and _depth(skill) > 1 and held >= _CORES and not _stuck(client, skill)):
         return False
     return not held or not any(w.starting for w in _live)
+
+
+def _stuck(client: Hashable, skill: str) -> bool:
+    """Whether every worker of `client` busy with `skill` has run its call for `STUCK` seconds:
+    the skill is not short now, whatever its past calls took, and its calls must not wait for them."""
+    now = time.monotonic()
+    return all(now - w.since >= STUCK for w in _live if w.client == client and w.skill == skill)
 
 
 def _assign(worker: Worker, skill: str, client: Hashable) -> Worker:

@@ -33,7 +33,7 @@ import anyio.to_thread
 from ..core import errors
 from ..core.base import SkillContext
 from ..core.errors import SkillCancelledError, SkillRunError, SkillsError, SkillTimeoutError
-from ._wire import SKILL_MODULE_PREFIX
+from ._wire import CLIENT_KEY, SKILL_MODULE_PREFIX
 
 log = logging.getLogger("skills.loader")
 
@@ -168,7 +168,7 @@ async def run_python(
     is_async, mtime = entry_facts(root, target)
     if is_async:
         return await _run_in_process(root, target, skill, arguments, ctx, timeout)
-    from ._pool import CLIENT_KEY, StoppedAtStart, WorkerDied, call_in_worker
+    from ._pool import StoppedAtStart, WorkerDied, call_in_worker
 
     request = {
         "root": str(root),

@@ -15,6 +15,7 @@ import anyio.to_thread
 from ..core.checks import inside
 from ..core.errors import SkillRunError
 from ..core.runner import register_runner
+from ._wire import CLIENT_KEY
 
 if TYPE_CHECKING:
     from ..core.base import SkillContext
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
     from ..core.folder import FolderSkill
 
 __all__ = ["CLIENT_KEY", "AgentRunner", "PromptRunner", "PythonRunner", "ScriptRunner", "register_runners"]
-
-CLIENT_KEY = "client"
-"""`ctx.extras` key where the server names who called (an authenticated identity, else the
-session): the worker pool of sync python skills shares its workers fairly between clients."""
 
 
 class _Plain:
