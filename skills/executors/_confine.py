@@ -183,14 +183,19 @@ class Jailed:
                 os.close(gate_fds[0])
         jailed = cls(process, tmpdir is None, token, tmpdir, group, budget, jail.label)
         if group is not None and gate_fds is not None:
-            try:
-                group.adopt(process.pid)
+            try:  # in a thread: a move between cgroups waits for the kernel (an RCU grace period, ~10 ms)
+                await anyio.to_thread.run_sync(group.adopt, process.pid)
                 os.write(gate_fds[1], b"go\n")
-            except OSError as exc:
-                await jailed.close()
-                raise OSError(exc.errno, f"it could not be put in its cgroup: {exc.strerror}") from None
-            finally:
+            except BaseException as exc:  # OSError, or cancelled meanwhile: nothing of it may stay
                 os.close(gate_fds[1])
+                gate_fds = None
+                await jailed.close()
+                if isinstance(exc, OSError):
+                    raise OSError(exc.errno, f"it could not be put in its cgroup: {exc.strerror}") from None
+                raise
+            finally:
+                if gate_fds is not None:
+                    os.close(gate_fds[1])
         return jailed
 
     def signal(self, returncode: int) -> int | None:
