@@ -26,7 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from skills import Home, SkillContext
 from skills.core.roots import AllowedRoots, current_roots
-from skills.executors.isolation import IsolationSettings, load_settings, probe
+from skills.executors.isolation import IsolationSettings, budget_support, load_settings, probe
 from skills.executors.seccomp import syscall_filter
 
 __all__ = ["Access"]
@@ -78,6 +78,16 @@ class Access:
                 isolation.summary(),
                 " (allowed by isolation: allow_unconfined)" if self.settings.allow_unconfined else "",
             )
+        budgets = budget_support()  # on cgroup v2 this moves the server into a leaf of its own cgroup, once
+        if budgets.enforced:
+            log.info(
+                "per-call budgets: %d MiB and %d processes in total, %s",
+                self.settings.total_memory_mb,
+                self.settings.max_processes,
+                budgets.summary(),
+            )
+        else:
+            log.warning("per-call budgets are NOT enforced (only each process's rlimits): %s", budgets.detail)
         log.info("file skills may read: %s", self.base.shown())
 
     @asynccontextmanager

@@ -88,6 +88,7 @@ from skills.core.discovery import ARCHIVE_SUFFIXES
 from skills.core.errors import clip
 from skills.core.roles import ROLES_KEY, Roles
 from skills.core.sources import report_roots
+from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
@@ -100,7 +101,7 @@ from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
 from ._upstreams import PendingPipelines
 from ._version import __version__
-from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, task_wire
+from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -395,8 +396,10 @@ class OrchestratorServer(MCPServer):
         run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
         runs = self._runs_dir
         ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
-        ctx.extras[STARTED_BY_KEY] = identity_of(context).owner  # the pipeline runs it starts are the caller's
+        identity = identity_of(context)
+        ctx.extras[STARTED_BY_KEY] = identity.owner  # the pipeline runs it starts are the caller's
         if context is not None:  # `request_context` raises outside a request
+            ctx.extras[CLIENT_KEY] = share_of(context, identity)  # the worker pool's fair shares
             ctx.progress_fn = context.report_progress
             ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
             if not parked:  # a parked call outlives its request: the client is asked through the inbox

@@ -23,7 +23,7 @@ from helpers import assert_none_left, run_cli, write_skill
 from mcp import Client
 
 from mcp_server import OrchestratorServer, create_server
-from skills.executors.isolation import probe
+from skills.executors.isolation import budget_support, probe
 
 ISOLATION = probe()
 pytestmark = pytest.mark.skipif(
@@ -268,8 +268,16 @@ async def test_a_setsid_grandchild_dies_with_the_call(server: OrchestratorServer
 
 
 async def test_it_cannot_fork_ten_thousand_processes(server: OrchestratorServer, tmp_path: Path) -> None:
-    out = await attempt(server, "fork")
-    assert out["forked"] < 100 and out["errno"] == "EAGAIN", out["error"]  # the process limit, not another failure
+    if budget_support().enforced:  # the call's process budget refuses, and the call fails saying so
+        with anyio.fail_after(60):
+            async with Client(server) as client:
+                result = await client.call_tool("stranger", {"action": "fork"})
+        envelope = (result.structured_content or {})["error"]
+        assert result.is_error and envelope["type"] == "limit_exceeded", envelope
+        assert "more than 64 processes" in envelope["message"] and "max_processes" in envelope["hint"]
+    else:  # the jail's own RLIMIT_NPROC refuses; the script sees it
+        out = await attempt(server, "fork")
+        assert out["forked"] < 100 and out["errno"] == "EAGAIN", out["error"]  # the process limit, not another failure
     await assert_none_left(tmp_path)
 
 

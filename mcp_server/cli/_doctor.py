@@ -59,6 +59,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             "            script skills, run-tests and shell-command run unconfined; create_skill "
             + ("tests and publishes anyway (allow_unconfined)" if iso["allow_unconfined"] else "will not publish")
         )
+    lines.append(_budgets_line(iso))
     lines += [
         f"files:      file skills may read {files['shown']} ({files['origin']})",
         _state_line(report["state"]),
@@ -73,20 +74,20 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     ]
     lines += [f"            {warning}" for warning in skills["warnings"]]
     if "queue" in report:
-        lines.insert(
-            next(i for i, line in enumerate(lines) if line.startswith("state:")) + 1, _queue_line(report["queue"])
-        )
+        state = next(i for i, line in enumerate(lines) if line.startswith("state:"))
+        lines.insert(state + 1, _queue_line(report["queue"]))
     print("\n".join(lines))
     return EXIT_OK
 
 
 def diagnose(args: argparse.Namespace) -> dict[str, Any]:
     from skills.core.roots import AllowedRoots
-    from skills.executors.isolation import load_settings, probe
+    from skills.executors.isolation import budget_support, load_settings, probe
     from skills.executors.seccomp import syscall_filter
 
     the_home = home(args)
     isolation = probe(load_settings(the_home.root))
+    budgets = budget_support(prepare=False)  # looks only: this process is not the server
     roots = AllowedRoots.resolve(allowed_dirs(args), state=the_home.root)
     return {
         "versions": {name: _version(name) for name in _PACKAGES},
@@ -96,6 +97,7 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
             **isolation.as_dict(),
             "summary": isolation.summary(),
             "syscall_filter": syscall_filter().as_dict(),
+            "budgets": {"mechanism": budgets.mechanism, "enforced": budgets.enforced, "detail": budgets.detail},
         },
         "files": {**roots.as_dict(), "shown": roots.shown()},
         "state": _state(args, the_home.state_db),
@@ -103,6 +105,18 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
         "servers": _servers(the_home.servers_file),
         "skills": _skills(args),
     } | _queue(args)
+
+
+def _budgets_line(iso: dict[str, Any]) -> str:
+    """How one call's memory and processes are bounded in total (a cgroup per call, or not at all)."""
+    budgets, total = iso["budgets"], f"{iso['total_memory_mb']} MiB and {iso['max_processes']} processes"
+    if budgets["enforced"]:
+        version = "v2" if budgets["mechanism"] == "cgroup2" else "v1"
+        return f"budgets:    per call at most {total} in total, a cgroup {version} each ({budgets['detail']})"
+    return (
+        f"budgets:    NOT ENFORCED per call ({total} configured): {budgets['detail']}; "
+        "only each process's rlimits apply (memory_mb, processes per sandbox)"
+    )
 
 
 def _queue(args: argparse.Namespace) -> dict[str, Any]:

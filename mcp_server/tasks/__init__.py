@@ -6,7 +6,7 @@
   of a 2026-07-28 call that may pause for the client's model; `install` serves the task methods.
 """
 
-from ._calls import RUN_IDS_KEY, CallTarget, Identity, continue_in_rounds, identity_of
+from ._calls import RUN_IDS_KEY, CallTarget, Identity, continue_in_rounds, identity_of, share_of
 from ._methods import TASKS_EXTENSION, install, task_wire
 from ._service import TaskService
 from ._sqlite import SqliteTaskStore
@@ -26,5 +26,6 @@ __all__ = [
     "identity_of",
     "install",
     "load_task_limits",
+    "share_of",
     "task_wire",
 ]

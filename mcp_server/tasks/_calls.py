@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import anyio
 from mcp_types import CallToolResult, InputRequiredResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from pipelines.runs import LOCAL
 from skills import SkillContext, SkillRunError
@@ -121,6 +122,24 @@ def identity_of(context: Any) -> Identity:
     else:
         owner = f"request:{secrets.token_hex(16)}"
     return Identity(None, requester, client, owner)
+
+
+def share_of(context: Any, identity: Identity) -> str:
+    """Whose share of the worker pool a call counts against: the requester (principal, else the
+    client's address) over HTTP; else (stdio has one client, an in-process server may serve
+    several) its connection, or on 2026-07-28 requests, which carry none, the client's name."""
+    if identity.requester != LOCAL:
+        return identity.requester
+    try:
+        request = getattr(context, "request_context", None)
+    except ValueError:  # the SDK's Context outside a request
+        request = None
+    if request is None:
+        return LOCAL
+    if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return f"client:{identity.client or 'anonymous'}"
+    session = request.session
+    return f"connection:{id(getattr(session, '_connection', session)):x}"
 
 
 def _bearer(scope: dict[str, Any]) -> bytes:

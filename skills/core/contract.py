@@ -163,11 +163,20 @@ class SkillContract(BaseModel):
     timeout: float = Field(default=60, gt=0, le=3600)
     """Seconds before the call is stopped (agents use `run.agent.timeout`)."""
     memory_mb: int = Field(default=512, ge=16, le=16384)
-    """Address-space limit of a script skill's process, in MiB."""
+    """Address-space limit of each process of a script skill, in MiB."""
     disk_mb: int | None = Field(default=None, ge=1, le=16384)
     """MiB a confined script skill may write into its work directory (a tmpfs the size of it):
     past it its writes fail (ENOSPC) and the call fails keeping none of them. Default: the home's
     `isolation: {disk_mb: ...}` (1024)."""
+    total_memory_mb: int | None = Field(default=None, ge=16, le=1_048_576)
+    """Memory of one call of a script skill, all its processes together, in MiB (a cgroup: the
+    kernel stops the call past it, and it fails with `limit_exceeded`). Default and upper bound:
+    the server's `isolation: total_memory_mb:` (1024); a skill may ask for less, never more.
+    Enforced where the host gives per-call cgroups (`orchestrator doctor` says whether)."""
+    max_processes: int | None = Field(default=None, ge=4, le=65_536)
+    """Processes (and threads) one call of a script skill may run at once, all of them counted;
+    past it `fork()` fails and the call fails with `limit_exceeded`. Default and upper bound:
+    the server's `isolation: max_processes:` (64); a skill may ask for fewer, never more."""
     max_output_bytes: int = Field(default=1_000_000, ge=1024, le=64_000_000)
     """Cap on what a script skill may print; the call fails past it."""
     env: list[str] = Field(default_factory=list)

@@ -139,6 +139,8 @@ async def _run_case(
             folder=folder,
             network=contract.network,
             isolation=isolation,
+            total_memory_mb=contract.total_memory_mb,
+            max_processes=contract.max_processes,
         )
     except SkillsError as exc:
         outcome.error = str(exc)

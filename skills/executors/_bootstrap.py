@@ -115,6 +115,7 @@ for spec in filter(None, a[1].split(",")):
     try: r.setrlimit(k, (min(soft, cap), min(hard, cap)))
     except (ValueError, OSError) as e: sys.stderr.write(f"orchestrator: resource limit {k}: {e}\\n")
 s.signal(s.SIGPIPE, s.SIG_DFL); s.signal(s.SIGXFSZ, s.SIG_DFL)
+os.closerange(3, 1 << 16)  # nothing of the server's but stdin, stdout, stderr (the cgroup gate's pipe)
 if a[7] != "-":
     program = a[7]
 """

@@ -19,11 +19,13 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import anyio
 
+from ._reaper import CAN_KEEP
 from ._wire import HEADER, MAX_FRAME
 
 __all__ = ["Call", "StoppedAtStart", "Worker", "WorkerDied", "frame"]
@@ -51,10 +53,12 @@ class StoppedAtStart(WorkerDied):
 class Call:
     """One call on its way through the pool."""
 
-    __slots__ = ("ctx", "error", "event", "frame", "ident", "reply", "request", "skill", "state", "timeout", "worker")
+    __slots__ = (
+        "client", "ctx", "error", "event", "frame", "ident", "reply", "request", "skill", "state", "timeout", "worker",
+    )  # fmt: skip
 
-    def __init__(self, request: dict[str, Any], ctx: Any, timeout: float) -> None:
-        self.request, self.ctx, self.timeout = request, ctx, timeout
+    def __init__(self, request: dict[str, Any], ctx: Any, timeout: float, client: Hashable = None) -> None:
+        self.request, self.ctx, self.timeout, self.client = request, ctx, timeout, client
         self.skill: str = request["skill"]
         self.state: State = "queued"
         self.event: anyio.Event | None = None
@@ -110,6 +114,8 @@ class Worker:
         """Calls sent and not answered yet, in the order the worker runs them."""
         self.skill: str | None = None
         """The skill of the calls it holds (a worker holds calls of one skill at a time)."""
+        self.client: Hashable = None
+        """The client whose call took it (calls of others may be queued behind: `skills.executors._pool`)."""
         self.since = 0.0
         """`time.monotonic()` when its first call of `inflight` started (about: when the one
         before it was answered)."""
@@ -252,8 +258,12 @@ class Worker:
 
     def drain_dead(self) -> None:
         """After `kill`: wait for the process to end, then take every reply it wrote before."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             self.proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            self._kill_group()  # its keeper did not answer: the hard way
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=1)
         with contextlib.suppress(WorkerDied):
             while self.fill():
                 pass
@@ -270,7 +280,19 @@ class Worker:
         return f"its process exited with status {code}"
 
     def kill(self) -> None:
-        """Kill the worker and everything it started (its replies stay readable until `close`)."""
+        """Kill the worker and everything it started (its replies stay readable until `close`).
+
+        On Linux the process is the worker's keeper (`skills.executors._reaper`): told to stop,
+        it kills the worker and every process left under it (setsid and double forks too),
+        then exits as the worker did. Elsewhere the worker's process group is killed.
+        """
+        if CAN_KEEP:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+        else:
+            self._kill_group()
+
+    def _kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
 

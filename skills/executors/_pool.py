@@ -16,11 +16,14 @@ again elsewhere. A queued call whose caller gives up is skipped by the worker (o
 started meanwhile, its result is dropped). Slow skills never queue; nor does a call behind one
 that has run for `STUCK` seconds.
 
-Bounds, so that one client or one skill cannot starve the rest: at most `MAX_WORKERS` workers,
-at most `MAX_PER_SKILL` of them holding calls of the same skill (further calls of it queue or
-wait their turn), and one worker starting at a time (a burst of tiny calls is served by the
-workers that exist instead of starting a process each) unless the skill asking has none. The
-pool holds plain processes and file descriptors, not event-loop objects, so servers on
+Bounds, so that one client or one skill cannot starve the rest: at most `MAX_WORKERS` workers;
+one client (its authenticated identity, else its session: `call_in_worker`'s `client`) holds at
+most `MAX_PER_CLIENT` of them, and at most `MAX_PER_SKILL` with calls of one skill (its further
+calls queue or wait their turn), so another client always finds a worker free or soon free; a
+place that frees goes to the waiting client that holds the fewest workers (first come first
+served within a client); and one worker starts at a time (a burst of tiny calls is served by the
+workers that exist instead of starting a process each) unless the client has none for the skill.
+The pool holds plain processes and file descriptors, not event-loop objects, so servers on
 different event loops may share it.
 """
 
@@ -32,6 +35,7 @@ import os
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Hashable
 from typing import Any
 
 import anyio
@@ -39,12 +43,23 @@ import anyio.lowlevel
 
 from ._channel import ATOMIC, Call, StoppedAtStart, Worker, WorkerDied
 
-__all__ = ["MAX_PER_SKILL", "MAX_WORKERS", "StoppedAtStart", "WorkerDied", "call_in_worker"]
+__all__ = [
+    "MAX_PER_CLIENT",
+    "MAX_PER_SKILL",
+    "MAX_WORKERS",
+    "StoppedAtStart",
+    "WorkerDied",
+    "call_in_worker",
+]
 
 MAX_WORKERS = 16
 """Worker processes at most (each is a Python interpreter of about 35 MB)."""
+MAX_PER_CLIENT = 12
+"""Workers one client may keep busy at once: the other `MAX_WORKERS - MAX_PER_CLIENT` are
+always there for the other clients."""
 MAX_PER_SKILL = 8
-"""Workers one skill may keep busy at once."""
+"""Workers one client may keep busy with calls of one skill at once."""
+
 MAX_IDLE = 4
 """Idle workers kept for the next calls; more are closed."""
 QUEUE_BUDGET = 0.005
@@ -63,11 +78,16 @@ _live: set[Worker] = set()
 _idle: list[Worker] = []
 _busy: Counter[str] = Counter()
 """Workers holding calls of each skill."""
+_held: Counter[Hashable] = Counter()
+"""Workers holding calls of each client."""
+_held_skill: Counter[tuple[Hashable, str]] = Counter()
+"""Workers holding calls of each client and skill."""
 _speed: dict[str, float] = {}
 """Seconds the function of each skill takes in its worker (moving average of its calls)."""
 _dying: list[subprocess.Popen[bytes]] = []
-_waiters: list[tuple[str, anyio.Event]] = []
-"""Calls waiting for a worker, first come first served; each freed place wakes one that can proceed."""
+_waiters: dict[Hashable, list[tuple[str, anyio.Event]]] = {}
+"""Calls waiting for a worker, by client, first come first served within one; each freed place
+wakes one that can proceed, of the client holding the fewest workers."""
 
 
 def _reap() -> None:
@@ -80,38 +100,58 @@ def _depth(skill: str) -> int:
 
 
 def _wake_one() -> None:
-    """Wake the first waiting call that can take or queue on a worker now (waking all of them
-    made a burst of 1,000 calls cost a million wake-ups)."""
-    seen: dict[str, bool] = {}
-    for index, (skill, event) in enumerate(_waiters):
-        able = seen.get(skill)
-        if able is None:
-            able = seen[skill] = _can_take(skill)
-        if able:
-            del _waiters[index]
-            event.set()
-            return
+    """Wake the first waiting call that can take or queue on a worker now, of the client that
+    holds the fewest (waking all of them made a burst of 1,000 calls cost a million wake-ups)."""
+    for client in sorted(_waiters, key=_held.__getitem__):  # stable: equals stay in order of arrival
+        waiting = _waiters[client]
+        seen: dict[str, bool] = {}
+        for index, (skill, event) in enumerate(waiting):
+            able = seen.get(skill)
+            if able is None:
+                able = seen[skill] = _can_take(client, skill)
+            if able:
+                del waiting[index]
+                if not waiting:
+                    del _waiters[client]
+                event.set()
+                return
 
 
-def _can_take(skill: str) -> bool:
+def _capped(client: Hashable, skill: str) -> bool:
+    """Whether `client` holds all the workers it may (for `skill`, or at all)."""
+    return _held[client] >= MAX_PER_CLIENT or _held_skill[client, skill] >= MAX_PER_SKILL
+
+
+def _can_take(client: Hashable, skill: str) -> bool:
     """Whether `_take` would find a place for a call of `skill` (without taking it)."""
-    if _busy[skill] < MAX_PER_SKILL and (_idle or _may_start(skill)):
+    if not _capped(client, skill) and (_idle or _may_start(client, skill)):
         return True
     return _queue_target(skill) is not None
 
 
-def _may_start(skill: str) -> bool:
-    """One start at a time, except for a skill that has no worker yet: it is not kept waiting
-    behind another skill's burst. A skill whose calls queue gets no more than a worker per
-    core this way: more would not serve its burst sooner."""
-    if len(_live) >= MAX_WORKERS or (_busy[skill] and _depth(skill) > 1 and _busy[skill] >= _CORES):
+def _may_start(client: Hashable, skill: str) -> bool:
+    """One start at a time, except for a client that has no worker for this skill yet: it is
+    not kept waiting behind another's burst. A client whose calls of a skill queue gets no more
+    than a worker per core for them this way (more would not serve its burst sooner), unless
+    those are stuck in long calls."""
+    held = _held_skill[client, skill]
+    if len(_live) >= MAX_WORKERS or (held and _depth(skill) > 1 and held >= _CORES and not _stuck(client, skill)):
         return False
-    return not _busy[skill] or not any(w.starting for w in _live)
+    return not held or not any(w.starting for w in _live)
 
 
-def _assign(worker: Worker, skill: str) -> Worker:
-    worker.skill, worker.since = skill, time.monotonic()
+def _stuck(client: Hashable, skill: str) -> bool:
+    """Whether every worker of `client` busy with `skill` has run its call for `STUCK` seconds:
+    the skill is not short now, whatever its past calls took, and its calls must not wait for them."""
+    now = time.monotonic()
+    return all(now - w.since >= STUCK for w in _live if w.client == client and w.skill == skill)
+
+
+def _assign(worker: Worker, skill: str, client: Hashable) -> Worker:
+    worker.skill, worker.client, worker.since = skill, client, time.monotonic()
     _busy[skill] += 1
+    _held[client] += 1
+    _held_skill[client, skill] += 1
     return worker
 
 
@@ -155,7 +195,7 @@ def _take(call: Call) -> tuple[Worker, bytes, dict[Any, Any]] | None:
     """A worker for `call`: an idle one, a place in a busy one's queue (then the call is sent
     already and None returned, with `call.worker` set), one starting, or a new one; None to wait."""
     skill = call.skill
-    capped = _busy[skill] >= MAX_PER_SKILL
+    capped = _capped(call.client, skill)
     worker = None if capped else _from_idle(skill, ready=True)
     if worker is None:
         target = _queue_target(skill)
@@ -168,11 +208,11 @@ def _take(call: Call) -> tuple[Worker, bytes, dict[Any, Any]] | None:
         if capped:
             return None
         worker = _from_idle(skill, ready=False)
-    if worker is None and _may_start(skill):
+    if worker is None and _may_start(call.client, skill):
         worker = _start()
     if worker is None:
         return None
-    _assign(worker, skill)
+    _assign(worker, skill, call.client)
     return (worker, *worker.request_frame(call))
 
 
@@ -192,10 +232,16 @@ def _retire(worker: Worker) -> None:
 
 def _unassign(worker: Worker) -> None:
     if worker.skill is not None:
-        _busy[worker.skill] -= 1
-        if not _busy[worker.skill]:
-            del _busy[worker.skill]
-        worker.skill = None
+        _release(_busy, worker.skill)
+        _release(_held, worker.client)
+        _release(_held_skill, (worker.client, worker.skill))
+        worker.skill = worker.client = None
+
+
+def _release(counter: Counter[Any], key: Any) -> None:
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
 
 
 async def _dispatch(call: Call) -> None:
@@ -208,12 +254,15 @@ async def _dispatch(call: Call) -> None:
         if taken is not None or call.worker is not None:
             break
         entry = (call.skill, anyio.Event())
-        _waiters.append(entry)
+        waiting = _waiters.setdefault(call.client, [])
+        waiting.append(entry)
         try:
             await entry[1].wait()
         except BaseException:  # cancelled while waiting: leave the queue, pass on a wake-up it got
-            if entry in _waiters:
-                _waiters.remove(entry)
+            if entry in waiting:
+                waiting.remove(entry)
+                if not waiting and _waiters.get(call.client) is waiting:
+                    del _waiters[call.client]
             else:
                 _wake_one()
             raise
@@ -376,14 +425,14 @@ def _fail(worker: Worker, reader: Call | None, cause: BaseException) -> None:
     _wake_one()
 
 
-async def call_in_worker(request: dict[str, Any], ctx: Any, timeout: float) -> Any:
-    """Run one call in a worker; its replies of progress and log go to `ctx` as they come.
+async def call_in_worker(request: dict[str, Any], ctx: Any, timeout: float, client: Hashable = None) -> Any:
+    """Run one call in a worker for `client`; its replies of progress and log go to `ctx` as they come.
 
     Raises `TimeoutError` after `timeout` seconds (the worker is killed), `WorkerDied`, or
     returns `("result", value, artifact_dir, seconds)` / `("error", failure, seconds)` (see
     `skills.executors._worker`).
     """
-    call = Call(request, ctx, timeout)
+    call = Call(request, ctx, timeout, client)
     while True:
         await _dispatch(call)
         if call.state == "requeue":

@@ -33,7 +33,7 @@ import anyio.to_thread
 from ..core import errors
 from ..core.base import SkillContext
 from ..core.errors import SkillCancelledError, SkillRunError, SkillsError, SkillTimeoutError
-from ._wire import SKILL_MODULE_PREFIX
+from ._wire import CLIENT_KEY, SKILL_MODULE_PREFIX
 
 log = logging.getLogger("skills.loader")
 
@@ -186,7 +186,7 @@ async def run_python(
         "cwd": os.getcwd(),
     }
     try:
-        reply = await call_in_worker(request, ctx, timeout)
+        reply = await call_in_worker(request, ctx, timeout, ctx.extras.get(CLIENT_KEY))
     except TimeoutError:
         raise SkillTimeoutError(
             f"'{skill}' did not finish within {timeout:g}s and was stopped (its worker process was killed)",

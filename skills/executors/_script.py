@@ -8,7 +8,9 @@
 - Time: at the deadline the whole jail is stopped (SIGTERM, grace, SIGKILL) and reaped;
   RLIMIT_CPU backs the wall clock up.
 - Memory, file size, descriptors, core dumps, process count: RLIMIT_AS/FSIZE/NOFILE/CORE/NPROC,
-  set by the jail's bootstrap before the script starts.
+  set by the jail's bootstrap before the script starts, for each process; for the whole call
+  (every process it starts together) a cgroup where the host has one: `total_memory_mb` and
+  `max_processes`, the server's budget unless skill.yaml asks for less (`skills.executors._cgroup`).
 - Output: stdout is capped while it is read; stderr goes to the log, bounded, never the result.
 - Environment: built from scratch; nothing of the server's (API keys, tokens, cloud
   credentials) reaches the script unless skill.yaml lists the name under `env:`.
@@ -40,7 +42,6 @@ from .isolation import Isolation, probe
 __all__ = ["run_script"]
 
 _DRAIN = 1.0  # seconds to finish reading pipes once the script has exited
-_NPROC = 64  # processes (and threads) a script may run at once
 _LOG_LINES = 200  # stderr lines forwarded per call; the rest are counted
 _LINE_CHARS = 2000
 _TAIL = 5  # stderr lines quoted in an error message
@@ -66,30 +67,38 @@ async def run_script(
     folder: Path | None = None,
     network: bool = False,
     isolation: Isolation | None = None,
+    total_memory_mb: int | None = None,
+    max_processes: int | None = None,
 ) -> Any:
     """Run `program` with `arguments` as JSON on stdin and return the JSON it prints on stdout.
 
     `folder` is the skill folder the script may read (default: the program's folder);
     `isolation` says how to confine it (default: as this machine allows); `disk_mb` sizes its
-    work directory when confined (default: the isolation's).
+    work directory when confined (default: the isolation's). `total_memory_mb` and
+    `max_processes` are what the skill asks of the call's budget (None: the server's).
 
     Raises:
         SkillTimeoutError: it did not finish within `timeout` seconds (it was killed).
         WorkdirFull: it filled its work directory (nothing it wrote there is kept).
         OutputError: it printed more than `max_output_bytes`, or something that is not JSON.
         SkillRunError: it could not start, exited non-zero, or ran out of memory.
+        LimitExceededError: the call went over its memory or process budget (all its processes).
     """
     isolation = isolation if isolation is not None else await anyio.to_thread.run_sync(probe)
     command = _command(program, skill)
+    budget = isolation.budget(total_memory_mb, max_processes)
     jail = Jail(
         workdir=workdir,
         read_only=(folder or program.parent,),
         network=network,
-        nproc=_NPROC,
+        nproc=budget.processes,
         memory_mb=memory_mb,
         timeout=timeout,
         tmp_mb=min(memory_mb, 1024),
         disk_mb=disk_mb,
+        total_memory_mb=budget.memory_mb,
+        max_processes=budget.processes,
+        label=f"'{skill}'",
     )
     out, err = _Stdout(max_output_bytes), _Stderr(skill, log or _to_logger)
     payload = json.dumps(arguments, ensure_ascii=False).encode() + b"\n"

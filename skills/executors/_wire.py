@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["HEADER", "MAX_FRAME", "SKILL_MODULE_PREFIX"]
+__all__ = ["CLIENT_KEY", "HEADER", "MAX_FRAME", "SKILL_MODULE_PREFIX"]
 
 HEADER = struct.Struct("!I")
 """The length of a frame's payload, 4 bytes big-endian, before the payload (both sides use it)."""
@@ -17,3 +17,7 @@ SKILL_MODULE_PREFIX = "_orchestrator_skill_"
 """The private module names under which `_python.load_entry` imports skill modules."""
 MAX_FRAME = 256 << 20
 """Largest frame either side sends: a skill's result above this is refused as too large."""
+
+CLIENT_KEY = "client"
+"""`ctx.extras` key where the server names who called (an authenticated identity, else the
+session): the worker pool of sync python skills shares its workers fairly between clients."""

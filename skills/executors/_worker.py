@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import ctypes
 import io
 import os
 import pickle
@@ -109,12 +108,14 @@ def _where(root: str, error: BaseException) -> str:
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to kill this worker when the server dies, even in the middle of a runaway call."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the server died before the line above ran
-        os._exit(0)
+    """Be killed when the server dies, even in the middle of a runaway call, and take along
+    every process a call starts (`skills.executors._reaper`: a keeper process does both on Linux)."""
+    from ._reaper import CAN_KEEP, fork_keeper, parent_death_signal
+
+    if CAN_KEEP:
+        fork_keeper()
+        return
+    parent_death_signal(signal.SIGKILL)
 
 
 def _context(request: dict[str, Any], out: int) -> Any:
@@ -248,6 +249,8 @@ class _Requests:
 
 def main() -> None:
     """Serve calls until the server closes the pipe."""
+    from ._reaper import end_children
+
     _die_with_parent()
     requests, out = _Requests(os.dup(0)), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -273,6 +276,7 @@ def main() -> None:
             _write(out, b"".join(held))
             held.clear()
         held.append(_encode(_serve_one(request, out)))
+        end_children()  # nothing the call started outlives it
         sys.stdout.flush()
         sys.stderr.flush()
         if not requests.read(block=False):  # what came meanwhile: the next calls, skips of queued ones

@@ -14,7 +14,13 @@ isolation:
   bwrap: /usr/bin/bwrap       # default: `bwrap` on PATH
   allow_unconfined: false     # true lets create_skill test and publish without confinement
   disk_mb: 1024               # size of a confined call's work directory (skill.yaml `disk_mb` overrides)
+  total_memory_mb: 1024       # one call's processes together (a cgroup); a skill may ask for less
+  max_processes: 64           # one call's processes and threads at once; a skill may ask for less
 ```
+
+The per-call budgets are enforced by the kernel where a cgroup can be made for each call
+(`skills.executors._cgroup`; `budget_support` says whether and how), else only the rlimits of
+each process apply.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import sys
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core._yaml import YAMLError, load_yaml
+from ..core.errors import LimitExceededError
+from ._cgroup import BudgetSupport, support
 
 if TYPE_CHECKING:
     from ..core.base import Skill
@@ -37,8 +45,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "UNCONFINED",
+    "Budget",
+    "BudgetSupport",
     "Isolation",
     "IsolationSettings",
+    "budget_support",
     "confinement_of",
     "isolation_of",
     "load_settings",
@@ -63,6 +74,13 @@ class IsolationSettings(BaseModel):
     disk_mb: int = Field(default=1024, ge=1, le=65536)
     """MiB a confined call may write into its work directory (a tmpfs) when its skill.yaml says
     no `disk_mb`; past it its writes fail (ENOSPC) and the call fails keeping nothing."""
+    total_memory_mb: int = Field(default=1024, ge=16, le=1_048_576)
+    """Memory (MiB) one call of a script skill, `run-tests` or `shell-command` may use with all
+    its processes together; past it the kernel stops the call and it fails with
+    `limit_exceeded`. A skill's `total_memory_mb:` may ask for less, never for more."""
+    max_processes: int = Field(default=64, ge=4, le=65_536)
+    """Processes (and threads) one such call may run at once; past it `fork()` fails and the
+    call fails with `limit_exceeded`. A skill's `max_processes:` may ask for fewer, never more."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,20 @@ class Isolation:
     allow_unconfined: bool = False
     disk_mb: int = 1024
     """Size of a confined call's work directory unless its skill says (`IsolationSettings.disk_mb`)."""
+    total_memory_mb: int = 1024
+    """The server's per-call memory budget (`IsolationSettings.total_memory_mb`)."""
+    max_processes: int = 64
+    """The server's per-call process budget (`IsolationSettings.max_processes`)."""
+
+    def budget(self, memory_mb: int | None = None, processes: int | None = None) -> Budget:
+        """The budget of a call whose skill asks for `memory_mb` and `processes` (None: the
+        server's): what it asks, but never more than the server allows."""
+        return Budget(
+            min(memory_mb or self.total_memory_mb, self.total_memory_mb),
+            min(processes or self.max_processes, self.max_processes),
+            server_memory_mb=self.total_memory_mb,
+            server_processes=self.max_processes,
+        )
 
     def summary(self) -> str:
         if self.available:
@@ -93,7 +125,50 @@ class Isolation:
             "mode": self.mode,
             "allow_unconfined": self.allow_unconfined,
             "disk_mb": self.disk_mb,
+            "total_memory_mb": self.total_memory_mb,
+            "max_processes": self.max_processes,
         }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one call may use with all its processes together (`Isolation.budget`)."""
+
+    memory_mb: int
+    processes: int
+    server_memory_mb: int
+    """The server's ceiling, for the hint of a call that reached its budget."""
+    server_processes: int
+
+    def exceeded(self, what: Literal["memory", "processes"], label: str) -> LimitExceededError:
+        """The error of a call that ran into its `what` budget: which one, and how to raise it."""
+        if what == "memory":
+            field, asked, ceiling = "total_memory_mb", self.memory_mb, self.server_memory_mb
+            message = (
+                f"{label} went over its memory budget of {asked} MiB for all its processes together "
+                "and was stopped by the kernel"
+            )
+        else:
+            field, asked, ceiling = "max_processes", self.processes, self.server_processes
+            message = (
+                f"{label} tried to run more than {asked} processes at once (its process budget); "
+                "the kernel refused the rest"
+            )
+        if asked < ceiling:
+            hint = f"raise `{field}:` in the skill's skill.yaml (up to {ceiling}, the server's limit)"
+        elif asked == ceiling:
+            hint = f"the server's limit applies: raise `isolation: {field}:` in the home's config.yaml (now {ceiling})"
+        else:
+            hint = "that is this built-in skill's own limit"
+        return LimitExceededError(message, limit=field, hint=hint + ", or make it use less")
+
+
+def budget_support(*, prepare: bool = True) -> BudgetSupport:
+    """How per-call budgets are enforced here: a cgroup v2 or v1 per call, or only rlimits (and why).
+
+    `prepare=False` only looks (`orchestrator doctor`): see `skills.executors._cgroup.support`.
+    """
+    return support(prepare=prepare)
 
 
 UNCONFINED = Isolation(False, "confinement was not asked for")
@@ -133,15 +208,25 @@ def probe(settings: IsolationSettings | None = None) -> Isolation:
         )
         if sys.platform != "linux":
             why = f"confinement needs Linux namespaces (bubblewrap); this is {sys.platform}"
-        return Isolation(False, why, allow_unconfined=settings.allow_unconfined)
+        return _with(Isolation(False, why), settings)
     key = (os.path.realpath(found), os.geteuid())
     with _LOCK:
         if key not in _CACHE:
             _CACHE[key] = _run_probe(found)
             result = _CACHE[key]
             log.debug("isolation probe of %s: %s", found, result.summary())
-    result = _CACHE[key]
-    return replace(result, allow_unconfined=settings.allow_unconfined, disk_mb=settings.disk_mb)
+    return _with(_CACHE[key], settings)
+
+
+def _with(found: Isolation, settings: IsolationSettings) -> Isolation:
+    """What was probed, with the home's settings that are not probed."""
+    return replace(
+        found,
+        allow_unconfined=settings.allow_unconfined,
+        disk_mb=settings.disk_mb,
+        total_memory_mb=settings.total_memory_mb,
+        max_processes=settings.max_processes,
+    )
 
 
 def isolation_of(extras: dict[str, Any]) -> Isolation:
@@ -170,6 +255,13 @@ def confinement_of(skill: Skill, isolation: Isolation) -> str:
         if isolation.available
         else f"UNCONFINED ({isolation.reason}): the server's file and network access, "
         "only a scrubbed environment and rlimits"
+    )
+    budget = isolation.budget(getattr(contract, "total_memory_mb", None), getattr(contract, "max_processes", None))
+    found = budget_support(prepare=False)  # `skills show` only looks
+    jail += (
+        f"; per call at most {budget.memory_mb} MiB and {budget.processes} processes in total ({found.summary()})"
+        if found.enforced
+        else f"; no per-call total of memory or processes ({found.detail})"
     )
     builtin = skill.source == "builtin"
     if skill.kind == "script":

@@ -15,13 +15,14 @@ import anyio.to_thread
 from ..core.checks import inside
 from ..core.errors import SkillRunError
 from ..core.runner import register_runner
+from ._wire import CLIENT_KEY
 
 if TYPE_CHECKING:
     from ..core.base import SkillContext
     from ..core.contract import SkillContract
     from ..core.folder import FolderSkill
 
-__all__ = ["AgentRunner", "PromptRunner", "PythonRunner", "ScriptRunner", "register_runners"]
+__all__ = ["CLIENT_KEY", "AgentRunner", "PromptRunner", "PythonRunner", "ScriptRunner", "register_runners"]
 
 
 class _Plain:
@@ -73,6 +74,8 @@ class ScriptRunner(_Plain):
             folder=skill.root,
             network=contract.network,
             isolation=await anyio.to_thread.run_sync(isolation_of, ctx.extras),
+            total_memory_mb=contract.total_memory_mb,
+            max_processes=contract.max_processes,
         )
 
 
