@@ -400,5 +400,5 @@ async def _result(execution: Any) -> Outcome:
 def _refused(key: str, problem: str) -> Outcome:
     log.warning("refused the outcome of queued task %s: %s", key, problem)
     message = f"the queue held an outcome of task {key} that is not the orchestrator's ({problem})"
-    hint = "something other than the orchestrator writes to its Redis: see the README's trust model"
+    hint = "something other than the orchestrator writes to its Redis: docs/distributed.md#trust-model"
     return {"status": "failed", "error": {"type": "skill_failed", "message": message, "hint": hint}}

@@ -136,7 +136,7 @@ def _queue(args: argparse.Namespace) -> dict[str, Any]:
 def _exposed(url: str) -> str | None:
     """Why a queue URL looks open to others (no password, not on this machine), or None.
 
-    Whoever can write to the queue can make runs do what a pipeline can do (README: the trust
+    Whoever can write to the queue can make runs do what a pipeline can do (docs/distributed.md: the trust
     model); a Redis off this machine must ask for a password.
     """
     from urllib.parse import parse_qs, urlsplit

@@ -18,7 +18,7 @@ from ._server import backends, server
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("distributed mode (see the README: Beyond one machine)")
+    group = parser.add_argument_group("distributed mode (see docs/distributed.md)")
     group.add_argument(
         "--state",
         metavar="URL",

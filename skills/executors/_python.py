@@ -60,8 +60,8 @@ class PythonEntry:
             kwargs["ctx"] = ctx
         if self.is_async:
             return await self.fn(**kwargs)
-        # Sync skills run in a worker thread, as MCPServer does for sync tools: a skill reading
-        # a big file must not stall every other client of the server.
+        # Not the server's path for `def` skills: `run_python` sends them to a worker process
+        # (`_pool`). A sync entry called here directly still must not stall the event loop.
         return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
 
 
