@@ -96,6 +96,11 @@ def test_the_claude_desktop_snippet_is_valid_json_that_starts_the_server() -> No
     assert server["command"].endswith("/.venv/bin/orchestrator") and server["args"] == ["serve"]
 
 
+def test_the_install_command_is_the_one_newcomers_have_always_run() -> None:
+    command = _block_after("In a checkout of this repository, with Python 3.11+:").strip()
+    assert command == "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/orchestrator serve"
+
+
 def test_ci_runs_exactly_the_test_command_of_the_readme() -> None:
     command = _block_after("## Run the tests").strip()
     assert command in (REPO / ".ci" / "run").read_text().splitlines()
