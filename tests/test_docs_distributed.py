@@ -90,9 +90,11 @@ async def test_the_debian_recipe_serves_a_pipeline_that_a_worker_runs(user_home:
 
     base = {"PATH": os.environ["PATH"], "HOME": str(user_home), "LANG": "C.UTF-8"}
     drop = _unprivileged()
-    servers = _bash("\n".join((variables, postgres, redis)), base, user_home, **drop)
+    started = False
     try:
+        servers = _bash("\n".join((variables, postgres, redis)), base, user_home, **drop)
         assert servers.returncode == 0, servers.stdout + servers.stderr
+        started = True
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_STATE", "ORCHESTRATOR_QUEUE"))}
         env |= {"HOME": str(user_home), "ORCHESTRATOR_HOME": str(home)}
         log = home.parent / "orchestrator.log"
@@ -128,5 +130,5 @@ async def test_the_debian_recipe_serves_a_pipeline_that_a_worker_runs(user_home:
         ran = log.read_text(errors="replace")
         assert "takes runs and items" in ran  # the worker of the page's block was up and took the run
     finally:
-        stopped = _bash("\n".join((variables, stop)), base, user_home, **drop)
-        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        stopped = _bash("\n".join((variables, stop)), base, user_home, **drop)  # whatever started, stopped
+        assert not started or stopped.returncode == 0, stopped.stdout + stopped.stderr
