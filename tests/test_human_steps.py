@@ -4,7 +4,12 @@ request, the terminal; or the run waits and `answer_run` / `orchestrator runs an
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import subprocess
 import textwrap
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from _tasks_client import TasksExtension, get, start, update
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 from test_rounds_continue import _marks
+from test_run_progress import DISPLAY_VARS, ORCHESTRATOR, TIMEOUT, _read_until
 
 from mcp_server import create_server
 from pipelines.runs import RunStore
@@ -276,3 +282,93 @@ def test_verification_rejects_a_nested_ask_schema_where_it_is() -> None:
     assert by_code["undefined"].line == 4
     assert by_code["ask-schema"].line == 8 and "'object' cannot be asked" in by_code["ask-schema"].message
     assert by_code["ask-schema"].severity == "error"
+
+
+def test_in_a_terminal_the_command_line_asks_each_field_and_checks_its_type(home: Path, tmp_path: Path) -> None:
+    _pipeline(
+        home,
+        """
+        id: hello
+        steps:
+          - id: who
+            ask: "Your details, please"
+            schema:
+              type: object
+              properties: {name: {type: string}, age: {type: integer}, tea: {type: boolean}}
+              required: [name]
+        outputs: {who: "{{ who }}"}
+        """,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in DISPLAY_VARS} | {
+        "ORCHESTRATOR_HOME": str(home),
+        "HOME": str(tmp_path),
+    }
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [str(ORCHESTRATOR), "run", "hello", "--json"],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env | {"TERM": "dumb"},
+        text=True,
+    )
+    os.close(slave)
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        _read_until(master, re.compile(r"Your details, please[\s\S]*name: $", re.M), seen, deadline)
+        os.write(master, b"Ada\n")
+        _read_until(master, re.compile(r"age: $", re.M), seen, deadline)
+        os.write(master, b"thirty\n")
+        _read_until(master, re.compile(r"not a whole number[\s\S]*age: $", re.M), seen, deadline)
+        os.write(master, b"36\n")
+        _read_until(master, re.compile(r"tea \[yes/no\]: $", re.M), seen, deadline)
+        os.write(master, b"\n")  # optional: left out
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert proc.returncode == 0, "".join(seen)[-2000:]
+    assert json.loads(out)["who"] == {"name": "Ada", "age": 36}
+
+
+async def test_a_loop_of_questions_waits_once_per_item_and_keeps_the_answers_given(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    _pipeline(
+        home,
+        """
+        id: survey
+        inputs: {log: string}
+        steps:
+          - id: rate
+            for: {items: [tea, coffee], variable: drink}
+            steps:
+              - id: score
+                ask: "How much do you like {{ drink }}?"
+                schema: {type: object, properties: {stars: {type: integer, minimum: 1, maximum: 5}}, required: [stars]}
+              - id: note
+                skill: mark
+                parameters: {log: "{{ log }}", call: "{{ drink }}-{{ score.stars }}"}
+        outputs: {stars: "{{ rate | map(attribute='score') | map(attribute='stars') | list }}"}
+        """,
+    )
+    log = tmp_path / "marks.log"
+    server = create_server(home=home, skill_dirs=[skills])
+    async with Client(server, mode="legacy") as client:
+        first = await client.call_tool("survey", {"log": str(log)})
+        assert first.structured_content is not None, text_of(first)
+        run_id = first.structured_content["run_id"]
+        assert first.structured_content["question"] == "How much do you like tea?"
+        second = await client.call_tool("answer_run", {"run_id": run_id, "answer": {"stars": 4}})
+        assert second.structured_content is not None, text_of(second)
+        assert second.structured_content["status"] == "waiting"
+        assert second.structured_content["question"] == "How much do you like coffee?"
+        out_of_range = await client.call_tool("answer_run", {"run_id": run_id, "answer": {"stars": 9}})
+        third = await client.call_tool("answer_run", {"run_id": run_id, "answer": {"stars": 2}})
+    assert out_of_range.is_error and "stars" in json.loads(text_of(out_of_range))["error"]["message"]
+    assert not third.is_error, text_of(third)
+    assert third.structured_content is not None
+    assert third.structured_content["result"]["stars"] == [4, 2]
+    assert _marks(log) == ["tea-4", "coffee-2"]
