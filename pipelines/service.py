@@ -349,9 +349,11 @@ class PipelineService:
             if self.dispatch is not None:
                 await self._store(self._shared.forget_items, run_id)
         except RunWaiting as exc:  # nobody could be asked: the checkpoints stay, the run waits for its answer
-            await self._store(self.store.wait, run_id, exc.record())
-            if ctx.extras.get("step"):  # a pipeline called by a step: the calling run waits too
+            if ctx.extras.get("step"):  # a pipeline called by a step: the calling run waits (and runs it again)
+                error = f"{exc.message} (the run that called it waits for the answer)"
+                await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
                 raise
+            await self._store(self.store.wait, run_id, exc.record())
             await ctx.log("info", f"run {run_id} waits for an answer to step '{exc.step_id}': {exc.question}")
             return waiting_result(run_id, exc.record())
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume

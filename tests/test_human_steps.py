@@ -18,7 +18,7 @@ import anyio
 import mcp_types as types
 import pytest
 import test_rounds_continue as rounds
-from _tasks_client import TasksExtension, get, start, update
+from _tasks_client import TasksExtension, get, result, start, start_core, update
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 from test_rounds_continue import _marks
@@ -133,6 +133,24 @@ async def test_an_ask_step_of_a_task_is_the_tasks_input_request(home: Path, skil
     data = state.result["structuredContent"]  # type: ignore[index]
     assert data["greeted"] == "Grace" and data["age"] is None
     assert _marks(log) == ["before", "hello-Grace"]
+
+
+async def test_an_ask_step_of_a_handshake_clients_core_task_is_asked_on_its_result_stream(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    _pipeline(home)
+    log = tmp_path / "marks.log"
+    seen: list[types.ElicitRequestParams] = []
+    server = create_server(home=home, skill_dirs=[skills])
+    person = _person(_accept(name="Lin"), seen=seen)
+    async with Client(server, mode="legacy", elicitation_callback=person) as client:
+        answer = await start_core(client, "greet", {"log": str(log)})
+        with anyio.fail_after(60):
+            final = await result(client, answer["task"]["taskId"])  # the question comes on this stream
+    assert not final.is_error, text_of(final)
+    assert final.structured_content is not None and final.structured_content["greeted"] == "Lin"
+    assert _asked(seen)[0] == QUESTION
+    assert _marks(log) == ["before", "hello-Lin"]
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
@@ -372,3 +390,37 @@ async def test_a_loop_of_questions_waits_once_per_item_and_keeps_the_answers_giv
     assert third.structured_content is not None
     assert third.structured_content["result"]["stars"] == [4, 2]
     assert _marks(log) == ["tea-4", "coffee-2"]
+
+
+async def test_a_question_of_a_pipeline_called_by_a_step_makes_the_calling_run_wait(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    _pipeline(home)
+    _pipeline(
+        home,
+        """
+        id: outer
+        inputs: {log: string}
+        steps:
+          - id: inner
+            skill: greet
+            parameters: {log: "{{ log }}"}
+          - id: last
+            skill: mark
+            parameters: {log: "{{ log }}", call: "outer-{{ inner.greeted }}"}
+        outputs: {greeted: "{{ inner.greeted }}"}
+        """,
+    )
+    log = tmp_path / "marks.log"
+    server = create_server(home=home, skill_dirs=[skills])
+    async with Client(server, mode="legacy") as client:
+        waiting = await client.call_tool("outer", {"log": str(log)})
+        assert waiting.structured_content is not None, text_of(waiting)
+        assert waiting.structured_content["status"] == "waiting"
+        assert waiting.structured_content["question"] == QUESTION
+        run_id = waiting.structured_content["run_id"]
+        assert [r.pipeline for r in RunStore(home / "state.sqlite").list(status="waiting")] == ["outer"]
+        done = await client.call_tool("answer_run", {"run_id": run_id, "answer": {"name": "Kay"}})
+    assert not done.is_error, text_of(done)
+    assert done.structured_content is not None and done.structured_content["result"]["greeted"] == "Kay"
+    assert _marks(log)[-2:] == ["hello-Kay", "outer-Kay"]
