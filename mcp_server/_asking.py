@@ -38,12 +38,14 @@ __all__ = ["ANSWER_TOOLS", "attach_asker"]
 
 def attach_asker(ctx: SkillContext, context: Any) -> None:
     """Put the call's way to the person in `ctx.extras[ASK_KEY]` (nothing when there is none)."""
-    from adapters.models import INBOX_KEY, InputInbox
-
     elicit = ctx.extras.get("elicitation")  # handshake era, called directly (`app._client_requests`)
     if elicit is None:
+        if not _elicits(context):  # most calls: nothing more to look at
+            return
+        from adapters.models import INBOX_KEY, InputInbox
+
         inbox = ctx.extras.get(INBOX_KEY)
-        if not isinstance(inbox, InputInbox) or not _elicits(context):
+        if not isinstance(inbox, InputInbox):
             return
         elicit = inbox.elicit
 
