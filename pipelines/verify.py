@@ -33,6 +33,7 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import expressions
+from ._verify_inline import check_inline
 from ._yamlmap import Path_, SourceMap
 from .errors import Issue, VerificationError
 from .loader import load_spec
@@ -338,7 +339,7 @@ class _Verifier:
             self.expression((*path, "parameters"), step.parameters, body, step)
             self.agent(step, body)
         elif step.prompt is not None or step.ask is not None:
-            self.inline(step, body)
+            check_inline(self, step, body)
         elif step.parameters:
             self.add(
                 (*path, "parameters"),
@@ -557,46 +558,6 @@ class _Verifier:
                     "give this agent the skills that agent uses instead",
                     "nested-agent",
                 )
-
-    def inline(self, step: StepSpec, scope: Collection[str]) -> None:
-        """A `prompt:` or `ask:` step: its templates' names, its `output:` or `schema:`."""
-        from .asking import flat_schema_problems
-
-        path = step.path
-        for key, text in step.templates().items():
-            self.expression((*path, key), text, scope, step)
-        if step.output is not None:
-            self.json_schema((*path, "output"), step.output, "output")
-        if step.ask_schema is not None:
-            for where, message in flat_schema_problems(step.ask_schema):
-                self.add(
-                    (*path, "schema", *where),
-                    f"the `schema:` of ask step '{step.id}' {message}",
-                    "an answer is a flat object: give `type: object` and `properties` of strings, numbers, "
-                    "integers, booleans or enums (no nested objects), as MCP elicitation allows",
-                    "ask-schema",
-                )
-        if step.parameters:
-            self.add(
-                (*path, "parameters"),
-                f"step '{step.id}' has parameters but no skill to pass them to",
-                f"write what the {step.kind} needs into its `{step.kind}:` text with {{{{ }}}} expressions",
-                "unused-parameters",
-                key=True,
-                warning=True,
-            )
-
-    def json_schema(self, path: Path_, schema: dict[str, Any], name: str) -> None:
-        """A JSON Schema the user wrote: one a validator can use."""
-        from jsonschema import Draft202012Validator, SchemaError
-
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            where = tuple(exc.absolute_path)
-            self.add(
-                (*path, *where), f"`{name}:` is not a valid JSON Schema: {exc.message}", "fix the schema", "schema"
-            )
 
     def role(self, step: StepSpec) -> None:
         """An agent step's `role:`: known, and the settings given only narrow it."""
