@@ -96,17 +96,20 @@ def waiting_result(run_id: str, asking: dict[str, Any]) -> dict[str, Any]:
 class Asking:
     """A run's side of its `ask:` steps: who can be asked, and the answers given so far."""
 
-    asker: Asker | None = None
+    extras: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    """The run's context extras: its `ASK_KEY` is read at each question, so a caller that can no
+    longer ask (a call that went on in the background) removes it and later questions wait."""
     answers: dict[str, Any] = field(default_factory=dict[str, Any])
     _asked: dict[str, int] = field(default_factory=dict[str, int])
 
     @classmethod
     def of(cls, extras: dict[str, Any]) -> Asking:
         answers = extras.get(ANSWERS_KEY)
-        return cls(
-            asker=extras.get(ASK_KEY),
-            answers=dict(cast("dict[str, Any]", answers)) if isinstance(answers, dict) else {},
-        )
+        return cls(extras, dict(cast("dict[str, Any]", answers)) if isinstance(answers, dict) else {})
+
+    @property
+    def asker(self) -> Asker | None:
+        return self.extras.get(ASK_KEY)
 
     def key(self, step_id: str, question: str, schema: dict[str, Any]) -> str:
         """The key of this asking: the same question of the same step gets a new one each time."""
