@@ -14,6 +14,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import _scale
 import anyio
 import mcp_types as types
 import pytest
@@ -26,9 +27,11 @@ from test_run_progress import DISPLAY_VARS, ORCHESTRATOR, TIMEOUT, _read_until
 
 from mcp_server import create_server
 from pipelines.runs import RunStore
+from pipelines.state import Backends
 from pipelines.verify import check_text
 
 skills = rounds.skills  # the fixture: the `mark` tool (appends its `call` to a log file)
+postgres_server, pg_url = _scale.postgres_server, _scale.pg_url  # a real PostgreSQL server
 
 ASK = """
 id: greet
@@ -424,3 +427,25 @@ async def test_a_question_of_a_pipeline_called_by_a_step_makes_the_calling_run_w
     assert not done.is_error, text_of(done)
     assert done.structured_content is not None and done.structured_content["result"]["greeted"] == "Kay"
     assert _marks(log)[-2:] == ["hello-Kay", "outer-Kay"]
+
+
+async def test_a_run_waiting_in_the_shared_state_is_answered_through_another_server(
+    tmp_path: Path, skills: Path, pg_url: str
+) -> None:
+    backends = Backends.of(state=pg_url, queue="", artifacts=str(tmp_path / "artifacts"))
+    homes = [tmp_path / "a", tmp_path / "b"]
+    for machine in homes:
+        _pipeline(machine)
+    log = tmp_path / "marks.log"
+    a, b = (create_server(home=h, skill_dirs=[skills], backends=backends) for h in homes)
+    async with Client(a, mode="legacy") as first:
+        waiting = await first.call_tool("greet", {"log": str(log)})
+    assert waiting.structured_content is not None, text_of(waiting)
+    run_id = waiting.structured_content["run_id"]
+    async with Client(b, mode="auto") as other:
+        bad = await other.call_tool("answer_run", {"run_id": run_id, "answer": {}})
+        done = await other.call_tool("answer_run", {"run_id": run_id, "answer": {"name": "Noor"}})
+    assert bad.is_error and "name" in json.loads(text_of(bad))["error"]["message"]
+    assert not done.is_error, text_of(done)
+    assert done.structured_content is not None and done.structured_content["result"]["greeted"] == "Noor"
+    assert _marks(log) == ["before", "hello-Noor"]
