@@ -91,6 +91,7 @@ from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
+from ._asking import attach_asker
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
 from ._meta import MetaSkill, MetaSource
@@ -405,6 +406,7 @@ class OrchestratorServer(MCPServer):
             if not parked:  # a parked call outlives its request: the client is asked through the inbox
                 ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context, parked=parked)
+        attach_asker(ctx, context)  # how its pipelines' `ask:` steps reach the person, if they can
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
         if skill.kind in _STARTS_AGENTS:  # two stats a call: not for the plain skills
             ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home

@@ -12,6 +12,9 @@ went wrong while a run was under way.
     │   └── RunLimitExceeded       the run hit one of its limits (names the limit and the step)
     ├── RunCancelled               the run was cancelled by the client or the user
     ├── RunStopped                 step-through: the user stopped the run after a step (resumable)
+    ├── RunWaiting                 an `ask:` step could reach nobody: the run waits for its answer
+    │                              (`asking`; recorded `waiting`, answered by `answer_run`)
+    ├── AnswerError                an answer that does not fit its question's schema (`asking`)
     └── RefusedData                what the queue or the shared state handed us is not our data (a
                                    pickle, a type not ours, an unknown shape): refused, never run
 

@@ -28,8 +28,10 @@ from ._statedb import is_corrupt, set_aside
 
 __all__ = ["LOCAL", "STARTED_BY_KEY", "PruneReport", "RunRecord", "RunStatus", "RunStore", "may_see"]
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
 """`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
+`waiting`: an `ask:` step's question could reach nobody; the run is checkpointed and waits for
+`answer_run` / `orchestrator runs answer` (its question and schema are kept in `asking`).
 `stopped`: stopped by its user after a step (step-through); it resumes from the next step.
 `queued`: handed to the workers of the distributed mode (`--queue`), not yet taken by one."""
 
@@ -41,7 +43,7 @@ STARTED_BY_KEY = "started_by"
 the caller's there; absent, the run is `LOCAL`'s)."""
 
 T = TypeVar("T")
-_LIVE = ("running", "queued")
+_LIVE = ("running", "queued", "waiting")
 """Runs that `prune` never forgets."""
 
 RUNS_SCHEMA = """
@@ -60,14 +62,16 @@ CREATE TABLE IF NOT EXISTS orchestrator_runs (
 )
 """
 _OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTEGER", "owner_started": "INTEGER"}
-RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL", "started_by": "TEXT"}
-"""Columns added since the first version (which process runs a run, and whose run it is)."""
+RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL", "started_by": "TEXT", "asking": "TEXT", "answers": "TEXT"}
+"""Columns added since the first version (which process runs a run, whose run it is, the question
+a waiting run waits on and the answers it was given)."""
 _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
     "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by"
 )
 RUN_COLUMNS = _COLUMNS
 """The columns of a run's row, in order (the PostgreSQL store writes the same rows)."""
+_READ = _COLUMNS + ", asking"
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,8 @@ class RunRecord:
     """`host:pid` of the process that runs or last ran it."""
     started_by: str | None = None
     """The identity it belongs to (see `may_see`); None: recorded before runs had owners."""
+    asking: dict[str, Any] | None = None
+    """A `waiting` run's question: `step`, `key`, `question`, `schema` (None otherwise)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -217,6 +223,47 @@ class RunStore:
             )
         )
 
+    def wait(self, run_id: str, asking: dict[str, Any]) -> None:
+        """The run waits for the person's answer to `asking` (its checkpoints stay for the resume)."""
+        self._do(
+            lambda conn: conn.execute(
+                "UPDATE orchestrator_runs SET status='waiting', ended=?, error=NULL, failed_step=?, asking=?"
+                " WHERE run_id=?",
+                (time.time(), asking.get("step"), json.dumps(asking, default=str), run_id),
+            )
+        )
+
+    def answer(self, run_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any] | None:
+        """Take the answer of the question `key` of a waiting run: the run is `running` here from
+        now on (only one answer wins when two come at once). The run's answers so far, or None
+        when it no longer waits on that question."""
+        me = Owner.current()
+
+        def take(conn: Any) -> dict[str, Any] | None:
+            row = conn.execute(
+                "SELECT status, asking, answers FROM orchestrator_runs WHERE run_id=?", (run_id,)
+            ).fetchone()
+            if row is None or row[0] != "waiting" or not row[1] or json.loads(row[1]).get("key") != key:
+                return None
+            answers: dict[str, Any] = json.loads(row[2]) if row[2] else {}
+            answers[key] = answer
+            cursor = conn.execute(
+                "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
+                " asking=NULL, answers=?, owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=?"
+                " WHERE run_id=? AND status='waiting'",
+                (json.dumps(answers, default=str), me.host, me.boot, me.pid, me.started, time.time(), run_id),
+            )
+            return answers if cursor.rowcount else None
+
+        return self._do(take)
+
+    def answers(self, run_id: str) -> dict[str, Any]:
+        """The answers a run was given so far (its `ask:` steps find theirs when it resumes)."""
+        row = self._do(
+            lambda conn: conn.execute("SELECT answers FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+        )
+        return json.loads(row[0]) if row is not None and row[0] else {}
+
     def beat(self, run_ids: Collection[str]) -> None:
         """The heartbeat of runs this process runs (`_owner.Heartbeat`)."""
         marks = ",".join("?" * len(run_ids))
@@ -230,18 +277,28 @@ class RunStore:
     # -- reads -----------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunRecord | None:
         row = self._do(
-            lambda conn: conn.execute(f"SELECT {_COLUMNS} FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+            lambda conn: conn.execute(f"SELECT {_READ} FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
         )
         return None if row is None else _record(row)
 
-    def list(self, limit: int = 50, pipeline: str | None = None, *, visible_to: str | None = None) -> list[RunRecord]:
+    def list(
+        self,
+        limit: int = 50,
+        pipeline: str | None = None,
+        *,
+        visible_to: str | None = None,
+        status: RunStatus | None = None,
+    ) -> list[RunRecord]:
         """Newest first; with `visible_to`, only the runs that identity may see (`may_see`)."""
-        query = f"SELECT {_COLUMNS} FROM orchestrator_runs"
+        query = f"SELECT {_READ} FROM orchestrator_runs"
         where: list[str] = []
         args: list[Any] = []
         if pipeline:
             where.append("pipeline=?")
             args.append(pipeline)
+        if status is not None and status != "interrupted":  # `interrupted` is read from `running` rows
+            where.append("status=?")
+            args.append(status)
         if visible_to is not None:  # the rule of `may_see`, in SQL
             where.append("COALESCE(started_by, ?) = ?")
             args += [LOCAL, visible_to]
@@ -325,7 +382,8 @@ def _delete(conn: sqlite3.Connection, threads: list[str], runs: list[str]) -> No
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row[:11]
-    host, boot, pid, pstart, heartbeat, started_by = row[11:]
+    host, boot, pid, pstart, heartbeat, started_by = row[11:17]
+    asking = json.loads(row[17]) if len(row) > 17 and row[17] and status == "waiting" else None
     record = RunRecord(
         run_id=run_id,
         pipeline=pipeline,
@@ -340,6 +398,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         artifacts=artifacts,
         owner=f"{host}:{pid}" if host and pid else None,
         started_by=started_by,
+        asking=asking,
     )
     if status == "running" and not owner_alive(host, boot, pid, pstart, heartbeat):
         return replace(record, status="interrupted", error="its process ended without recording how the run ended")

@@ -41,6 +41,7 @@ from ._reporting import RunProgress
 from ._state import add_counts
 from ._stepping import StepGate, stream_stepwise
 from ._summary import summary_key, summary_of
+from .asking import ASKING_KEY, Asking, RunWaiting
 from .errors import ExpressionError, PipelineError, RunLimitError, RunLimitExceeded, StepFailed, failure_record
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
@@ -181,9 +182,10 @@ class RunContext:
         spent = Usage()
         self.budget.charge(step.id, 1)  # before the call: a run at its limit calls nothing more
         try:
-            arguments = render(step.parameters, scope)
+            arguments = render(step.templates(), scope)
         except ExpressionError as exc:
-            failure = StepFailed(f"step '{step.id}': parameters: {exc.message}", hint=exc.hint, step_id=step.id)
+            what = "parameters" if step.prompt is None and step.ask is None else step.kind
+            failure = StepFailed(f"step '{step.id}': {what}: {exc.message}", hint=exc.hint, step_id=step.id)
             if step.on_error != "continue":
                 raise failure from None
             await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {failure}")
@@ -207,7 +209,10 @@ class RunContext:
         for attempt in range(1, attempts + 1):
             try:
                 return await self._call(step, arguments, spent)
-            except RunLimitExceeded:  # bounds the whole run: never retried nor skipped
+            except (
+                RunLimitExceeded,
+                RunWaiting,
+            ):  # bounds the whole run / waits for the person: never retried nor skipped
                 raise
             except RunLimitError as exc:  # a pipeline this step called spent this run's limit too
                 raise RunLimitExceeded(
@@ -248,7 +253,14 @@ class RunContext:
         child = access.child() if access is not None else None
         if child is not None:
             extras["model"] = child
-        if step.agent is not None:
+        if step.prompt is not None or step.ask is not None:
+            from ._inline import ask_step, prompt_step
+
+            name, work = (
+                step.id,
+                functools.partial(prompt_step if step.prompt is not None else ask_step, step, arguments),
+            )
+        elif step.agent is not None:
             from skills.executors._agent import run_agent
 
             contract = SkillContract(run=RunSpec(agent=step.agent))
@@ -372,6 +384,7 @@ async def run_pipeline(
     spec = compiled.spec
     if budget is None:
         budget = Budget(DEFAULT_LIMITS.within(spec.limits, timeout=spec.timeout), server=DEFAULT_LIMITS)
+    ctx.extras[ASKING_KEY] = Asking.of(ctx.extras)  # who its `ask:` steps ask, and the answers given so far
     outer = ctx.extras.get(AGENT_BUDGET_KEY)  # the caller's (a pipeline step, a tool call): it bounds this run too
     agents = RunBudget.of(budget.limits, parent=outer if isinstance(outer, RunBudget) else None)
     run = RunContext(

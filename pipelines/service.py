@@ -28,6 +28,7 @@ from skills.core.errors import clip
 from ._checkpoints import saver as checkpoint_saver
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
+from .asking import ANSWERS_KEY, RunWaiting, waiting_result
 from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
@@ -268,15 +269,46 @@ class PipelineService:
         if self._queued(ctx, gate):
             await self._store(self._shared.queue, run_id)
             return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
-        published = self.catalog.find(record.pipeline)
-        if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
-            skill = published
-        elif record.file and Path(record.file).is_file():
-            skill = self.load_file(Path(record.file))
-        else:
-            skill = self.pipeline(record.pipeline)
+        skill = self._skill_of(record)
         await self._store(self.store.resumed, run_id)
         return await self.drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
+
+    def _skill_of(self, record: RunRecord) -> PipelineSkill:
+        """The pipeline a recorded run ran: the published one if it is still that file."""
+        published = self.catalog.find(record.pipeline)
+        if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
+            return published
+        if record.file and Path(record.file).is_file():
+            return self.load_file(Path(record.file))
+        return self.pipeline(record.pipeline)
+
+    async def answer(self, run_id: str, answer: Any, ctx: SkillContext, *, viewer: str | None = None) -> dict[str, Any]:
+        """Answer the question a `waiting` run waits on and resume it from its checkpoint.
+
+        A bad answer raises `AnswerError` and the run keeps waiting; with `viewer` (a client's
+        identity) a run of another identity is "no run", word for word. The result is the
+        resumed run's (which may wait again, on its next question)."""
+        from .asking import check_answer
+
+        record = await self._store(self.store.get, run_id)
+        if record is None or (viewer is not None and not may_see(record, viewer)):
+            raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
+        if record.status != "waiting" or record.asking is None:
+            raise PipelineError(
+                f"run {run_id} is not waiting for an answer (it is {record.status})",
+                hint="only a run whose status is `waiting` takes an answer; list_runs status=waiting shows them",
+            )
+        asking = record.asking
+        checked = check_answer(asking.get("schema") or {}, answer)
+        if await self._store(self.store.answer, run_id, asking.get("key"), checked) is None:
+            raise PipelineError(
+                f"run {run_id} was answered meanwhile",
+                hint="get_run shows where it is now; answer it if it waits again",
+            )
+        if self._queued(ctx, None):
+            await self._store(self._shared.queue, run_id)
+            return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
+        return await self.drive(self._skill_of(record), record.inputs, ctx, run_id, resume=True)
 
     async def drive(
         self,
@@ -294,6 +326,8 @@ class PipelineService:
         artifacts = self.artifact_dir(skill.name, run_id)
         await self._tell(ctx)
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {skill.name}, run {run_id}")
+        if resume:  # its `ask:` steps find the answers given so far (`answer_run`)
+            ctx.extras[ANSWERS_KEY] = await self._store(self.store.answers, run_id)
         self._heartbeat.add(run_id)
         try:
             compiled = skill.compiled()
@@ -314,6 +348,14 @@ class PipelineService:
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
             if self.dispatch is not None:
                 await self._store(self._shared.forget_items, run_id)
+        except RunWaiting as exc:  # nobody could be asked: the checkpoints stay, the run waits for its answer
+            if ctx.extras.get("step"):  # a pipeline called by a step: the calling run waits (and runs it again)
+                error = f"{exc.message} (the run that called it waits for the answer)"
+                await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
+                raise
+            await self._store(self.store.wait, run_id, exc.record())
+            await ctx.log("info", f"run {run_id} waits for an answer to step '{exc.step_id}': {exc.question}")
+            return waiting_result(run_id, exc.record())
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
             await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
             raise

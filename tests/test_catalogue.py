@@ -21,6 +21,7 @@ META = {
     "orchestrate",
     "spawn_agent",
     "run_pipeline",
+    "answer_run",
 }
 CATALOGUE = {"find_skills", "read_skill", "call_skill"}
 ADD = {

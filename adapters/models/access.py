@@ -193,6 +193,8 @@ class ModelService:
         call that never asks a model pays nothing for them."""
         if parked or _answers_by_inbox(context):
             access, inbox = self._build(context, parked)
+            if inbox is None and _elicits(context):  # the person can still be asked (`ask:` steps)
+                inbox = InputInbox()
             if inbox is not None:
                 ctx.extras[INBOX_KEY] = inbox
         else:
@@ -222,15 +224,23 @@ class ModelService:
         return registry, tuple(providers), inbox
 
 
+def _elicits(context: Any) -> bool:
+    """Whether the call's client declared elicitation (it can be asked a pipeline's question)."""
+    if context is None or getattr(context, "_request_context", None) is None:
+        return False
+    return getattr(context.request_context.session.client_capabilities, "elicitation", None) is not None
+
+
 def _answers_by_inbox(context: Any) -> bool:
-    """Whether the call's client samples in the 2026-07-28 era, where its model answers through
-    an inbox (`_sampling_of`), not by a request of the server's."""
+    """Whether the call's client samples or elicits in the 2026-07-28 era, where its model (or
+    its user) answers through an inbox (`_sampling_of`), not by a request of the server's."""
     from mcp_types.version import is_version_at_least
 
     if context is None or getattr(context, "_request_context", None) is None:
         return False
     request = context.request_context
-    if getattr(request.session.client_capabilities, "sampling", None) is None:
+    caps = request.session.client_capabilities
+    if getattr(caps, "sampling", None) is None and getattr(caps, "elicitation", None) is None:
         return False
     version = request.protocol_version
     return version is not None and is_version_at_least(version, "2026-07-28")

@@ -206,6 +206,12 @@ def drive(
         from ._step import TerminalGate
 
         gate = TerminalGate(display)
+    if sys.stdin.isatty():  # `ask:` steps are asked here; without a terminal the run waits for `runs answer`
+        from pipelines.asking import ASK_KEY
+
+        from ._step import TerminalAsker
+
+        ctx.extras[ASK_KEY] = TerminalAsker(display)
 
     async def start_and_close(ctx: SkillContext, gate: StepGate | None) -> dict[str, Any]:
         try:
@@ -238,6 +244,11 @@ def drive(
             print_json(_outcome(run_id, "cancelled", "cancelled", resume, None))
         error(f"run {run_id} cancelled", resume)
         return 128 + signum if signum else EXIT_INTERRUPTED
+    if result.get("status") == "waiting" and "question" in result:  # an `ask:` step could ask nobody here
+        print_json(result)
+        answer = f"`{PROG} runs answer {run_id} --input k=v` answers it and goes on"
+        print(f"{PROG}: run {run_id} waits for an answer to: {result['question']}; {answer}", file=sys.stderr)
+        return EXIT_OK
     if as_json:
         print_json(result)
         return EXIT_OK

@@ -33,6 +33,7 @@ RESERVED_NAMES = frozenset(
         "orchestrate",
         "spawn_agent",
         "run_pipeline",
+        "answer_run",
         "find_skills",
         "read_skill",
         "call_skill",

@@ -103,13 +103,15 @@ class ModelAccess(Protocol):
         *,
         system: str | None = None,
         model: str | None = None,
-        max_tokens: int = 1024,
+        max_tokens: int | None = None,
         tools: list[dict[str, Any]] | None = None,
         temperature: float | None = None,
         thinking: int | None = None,
     ) -> Completion:
         """One completion; adds its usage to `usage`. Raises `NoModelProviderError` when no
         provider can answer, `SkillRunError` for a provider failure after its retries.
+
+        `max_tokens`: the longest answer; None takes the model's default from the registry.
 
         `thinking`: tokens of the answer the model may think with (extended thinking; the
         Anthropic API only, `max_tokens` must exceed it). A provider that cannot think answers
