@@ -56,6 +56,8 @@ _MIGRATIONS: tuple[str, ...] = (
     ),
     # The pipeline's YAML as it was started: a worker on another machine runs it from here.
     "ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS source TEXT",
+    # Name -> digest of every skill and pipeline the run calls, where it started (`_needs`).
+    "ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS needs TEXT",
     # How many loop items each worker ran (kept when the items' results are dropped at success).
     "ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS workers TEXT",
     "CREATE INDEX IF NOT EXISTS orchestrator_runs_started ON orchestrator_runs (started DESC)",

@@ -147,11 +147,12 @@ class PipelineService:
         path = path.resolve()
         try:
             spec, smap = load_spec_file(path)
-        except VerificationError as exc:
-            exc.issues = all_issues(
+        except VerificationError as exc:  # the schema's issues, and what verifying the rest finds
+            issues = all_issues(
                 exc, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
             )
-            raise
+            errors = [i for i in issues if i.severity == "error"]
+            raise VerificationError(f"{len(errors)} problem(s) in {path}", hint=exc.hint, issues=issues) from None
         issues = verify(
             spec,
             smap,
@@ -231,12 +232,33 @@ class PipelineService:
         owner = str(ctx.extras.get(STARTED_BY_KEY) or LOCAL)  # whose run it is (`runs.may_see`)
         if self._queued(ctx, gate):
             source = await anyio.to_thread.run_sync(skill.body)
-            start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner)
+            needs = await anyio.to_thread.run_sync(self._needs, skill.spec)
+            start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner, needs=needs)
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
             return await self._through_queue(skill.name, run_id, ctx, resume=False)
         start = functools.partial(self.store.start, started_by=owner)
         await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self.drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
+
+    def _needs(self, spec: PipelineSpec) -> str:
+        """What a queued run calls, by digest, as this process has it (a worker compares: `_needs`)."""
+        from ._needs import as_json, needs_of
+
+        return as_json(needs_of(spec, self.catalog))
+
+    def _needs_of_run(self, run_id: str) -> str | None:
+        """`_needs` of a run resumed through the queue, from the YAML it recorded (the skills as
+        they are now: a run resumed after a skill was fixed runs the fixed one)."""
+        from .loader import load_spec
+
+        source = self._shared.source(run_id)
+        if source is None:
+            return None
+        try:
+            spec, _ = load_spec(source)
+        except VerificationError:
+            return None
+        return self._needs(spec)
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
@@ -266,7 +288,8 @@ class PipelineService:
                 hint="wait for it, or cancel it there; a run whose process died shows as interrupted",
             )
         if self._queued(ctx, gate):
-            await self._store(self._shared.queue, run_id)
+            needs = await anyio.to_thread.run_sync(self._needs_of_run, run_id)
+            await self._store(self._shared.queue, run_id, needs)
             return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
         published = self.catalog.find(record.pipeline)
         if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
