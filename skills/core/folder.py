@@ -165,9 +165,11 @@ class FolderSkill:
         What the distributed mode compares: a run records the digest of every skill it calls
         where it starts, and a worker whose copy differs reloads its skills before it runs the
         run (`pipelines._needs`). The list is read afresh (a file added since loading counts);
-        each file's hash is kept while its mtime and size stay the same.
+        each file's hash is kept while its mtime and size stay the same. A skill whose SKILL.md or
+        skill.yaml changed since it was loaded runs its old definition: its digest says so (it
+        matches no fresh copy's), so that the process reads it again.
         """
-        sha = hashlib.sha256()
+        sha = hashlib.sha256(b"" if self.unchanged() else b"loaded before its definition changed\0")
         for rel in _listed(self._root, self.boundary):
             found = _file_hash(self._root / rel)
             sha.update(f"{rel}\0{found}\0".encode())
