@@ -21,7 +21,7 @@ from skills.core.models import Usage
 
 from ._owner import Owner
 from ._pg import Connection, Postgres
-from .runs import LOCAL, RUN_COLUMNS, RunStore
+from .runs import LOCAL, PAUSED_UNTIL, RUN_COLUMNS, RunStore
 
 __all__ = ["PgRunStore", "SharedUsage"]
 
@@ -66,8 +66,8 @@ class PgRunStore(RunStore):
         self._do(
             lambda conn: conn.execute(
                 f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source, needs)"
-                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
+                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL, paused=0,"
                 " result=NULL, error=NULL, failed_step=NULL, owner_host=EXCLUDED.owner_host,"
                 " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
                 " owner_started=EXCLUDED.owner_started, heartbeat=EXCLUDED.heartbeat,"
@@ -92,13 +92,15 @@ class PgRunStore(RunStore):
 
     def queue(self, run_id: str, needs: str | None = None) -> None:
         """Hand a stopped run back to the workers (resume): `queued`, no owner; `needs` (when
-        given) is what it calls as the resuming side has it."""
+        given) is what it calls as the resuming side has it. The time since it stopped is a
+        pause; its wait for a worker is counted when one takes it (`resumed`)."""
+        now = time.time()
         self._do(
             lambda conn: conn.execute(
                 "UPDATE orchestrator_runs SET status='queued', ended=NULL, error=NULL, failed_step=NULL,"
                 " owner_host=NULL, owner_boot=NULL, owner_pid=NULL, owner_started=NULL,"
-                " needs=COALESCE(?, needs) WHERE run_id=?",
-                (needs, run_id),
+                f" heartbeat=?, paused={PAUSED_UNTIL}, needs=COALESCE(?, needs) WHERE run_id=?",
+                (now, now, now, needs, run_id),
             )
         )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncGenerator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from skills.core.roles import RoleBook
 
     from ._pgruns import PgRunStore
-    from ._stepping import StepGate
+    from ._stepping import Decision, StepGate, StepView
 
 __all__ = ["PipelineService"]
 
@@ -332,7 +333,7 @@ class PipelineService:
                     resume=resume,
                     budget=self.budget(skill, ctx),
                     dispatch=self._dispatcher(ctx, run_id),
-                    gate=gate,
+                    gate=self._timed(gate, run_id),
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
             if self.dispatch is not None:
@@ -365,6 +366,23 @@ class PipelineService:
             self._heartbeat.remove(run_id)
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
         return result
+
+    def _timed(self, gate: StepGate | None, run_id: str) -> StepGate | None:
+        """`gate`, with the time each answer took counted as the run's pause (a person reading a
+        step's output is not the run running: `RunRecord.duration`)."""
+        if gate is None:
+            return None
+        asked = gate
+
+        async def timed(view: StepView) -> Decision:
+            began = time.monotonic()
+            try:
+                return await asked(view)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._store(self.store.pause, run_id, time.monotonic() - began)
+
+        return timed
 
     def _dispatcher(self, ctx: SkillContext, run_id: str) -> Any:
         """Where the run's parallel items go: the queue, when a worker drives the run (not inside an item)."""
