@@ -118,3 +118,21 @@ def test_connect_grace_must_be_a_number_of_seconds(home: Path, tmp_path: Path) -
     done = run_cli("serve", "--connect-grace", "-1", env=env, cwd=tmp_path)
     assert done.code == 2
     assert "--connect-grace" in done.err and "-1" in done.err
+
+
+async def test_in_catalogue_mode_call_skill_of_an_upstream_still_connecting_is_not_connected(
+    home: Path, tmp_path: Path
+) -> None:
+    params = _serve(home, {"weather": _mute("weather")}, tmp_path, "--connect-grace", "0.5", "--catalogue", "on")
+    with anyio.fail_after(TIMEOUT):
+        async with Client(params) as client:
+            assert "call_skill" in _names(await client.list_tools())
+            for tool, arguments in (
+                ("call_skill", {"name": "weather_forecast", "arguments": {"city": "Oslo"}}),
+                ("read_skill", {"name": "weather_forecast"}),
+            ):
+                result = await client.call_tool(tool, arguments)
+                assert result.is_error and result.structured_content is not None
+                error = result.structured_content["error"]
+                assert (error["type"], error["retryable"]) == ("not_connected", True), tool
+                assert "'weather'" in error["message"]
