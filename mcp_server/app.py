@@ -100,7 +100,7 @@ from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
-from ._upstreams import PendingPipelines
+from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
 from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
 
@@ -221,6 +221,8 @@ class OrchestratorServer(MCPServer):
         """
         if ctx.method not in _LISTINGS:
             return await call_next(ctx)
+        if ctx.method == "tools/list" and self.servers is not None:  # a first listing holds quick upstreams
+            await self.servers.wait_started()
         params: dict[str, Any] = ctx.params or {}
         cursor = params.get("cursor")
         key = (ctx.method, ctx.protocol_version or "", self.catalog.version, cursor if isinstance(cursor, str) else "")
@@ -267,6 +269,8 @@ class OrchestratorServer(MCPServer):
         target = self.target(name)
         if isinstance(target, CallToolResult) and await self._caught_up():
             target = self.target(name)  # registered through another replica a moment ago
+        if isinstance(target, CallToolResult):  # an upstream's tool before it connected: not_connected
+            target = await upstream_target(self, name, target)
         if isinstance(target, CallToolResult):
             return target
         try:
@@ -884,6 +888,7 @@ def create_server(
     page_size: int = DEFAULT_PAGE_SIZE,
     allow_dirs: Sequence[str | Path] | None = None,
     backends: Backends | None = None,
+    connect_grace: float | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
 
@@ -891,7 +896,8 @@ def create_server(
     page of tools/list, resources/list, prompts/list and skills/list. `allow_dirs`: the folders
     file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else the working directory; a
     client's MCP roots narrow them). `backends`: the shared state and queue of the distributed
-    mode (default: the home's state.sqlite, runs in this process).
+    mode (default: the home's state.sqlite, runs in this process). `connect_grace`: seconds after
+    the start a tool listing waits for upstreams still connecting (default 3; `ServerSource`).
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
@@ -914,8 +920,9 @@ def create_server(
 
         from adapters import ServerSource
 
+        grace = {} if connect_grace is None else {"connect_grace": connect_grace}
         upstreams = ServerSource.from_file(
-            servers_file, client_info=Implementation(name="orchestrator", version=__version__)
+            servers_file, client_info=Implementation(name="orchestrator", version=__version__), **grace
         )
         if upstreams.adapters or upstreams.problems():
             catalog.add_provider(upstreams)

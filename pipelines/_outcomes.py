@@ -84,7 +84,11 @@ def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:
 
 def plain_result(result: Any, *, failure: type[Exception] = StepFailed) -> Any:
     """A skill result as plain data for expressions, checkpoints and callers (an imported tool's
-    MCP result unwrapped: its structured content, else its text); its `isError` raises `failure`."""
+    MCP result unwrapped: its structured content, else its text); its `isError` raises `failure`.
+
+    Many servers answer with JSON as text and no structured content: a single text that is one
+    JSON value is that value, so that `{{ step.key }}` works; any other text stays a string.
+    """
     from mcp_types import CallToolResult
 
     if isinstance(result, CallToolResult):
@@ -94,5 +98,21 @@ def plain_result(result: Any, *, failure: type[Exception] = StepFailed) -> Any:
         if result.structured_content is not None:
             return result.structured_content
         texts = [getattr(c, "text", None) for c in result.content]
-        return texts[0] if len(texts) == 1 else texts
+        return _json_or_text(texts[0]) if len(texts) == 1 else texts
     return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_or_text(text: str | None) -> Any:
+    """`text` parsed when it is exactly one JSON value (strict: no NaN or Infinity), else unchanged."""
+    import json
+
+    if text is None or not text.strip():
+        return text
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):  # JSONDecodeError, a constant, nesting beyond the parser
+        return text

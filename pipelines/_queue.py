@@ -292,6 +292,7 @@ class Queue:
         key = f"run:{run_id}:{uuid.uuid4().hex[:8]}"
         execution = await runs.add(orchestrator_run, key=key)(run_id)
         lost: float | None = None  # since when Redis has been unreachable
+        said: str | None = None  # the last message passed on
         try:
             while True:
                 try:
@@ -300,7 +301,10 @@ class Queue:
                         kind = event.get("type")
                         if kind == "progress" and event.get("current") is not None:
                             report = _progress_of(event)
-                            if report is not None:
+                            # One report of the run is up to three events (total, count, message:
+                            # `worker._Progress`), the message last: pass that one on, once.
+                            if report is not None and report[2] and report[2] != said:
+                                said = report[2]
                                 await progress(*report)
                         elif kind == "state" and _ended(event.get("state")):
                             break

@@ -26,7 +26,17 @@ from typing import Any, Literal, TypeVar
 from ._owner import Owner, owner_alive
 from ._statedb import is_corrupt, set_aside
 
-__all__ = ["LOCAL", "STARTED_BY_KEY", "PruneReport", "RunRecord", "RunStatus", "RunStore", "may_see"]
+__all__ = [
+    "LOCAL",
+    "PAUSED_UNTIL",
+    "RUN_TIMING_COLUMNS",
+    "STARTED_BY_KEY",
+    "PruneReport",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "may_see",
+]
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
 """`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
@@ -43,6 +53,12 @@ STARTED_BY_KEY = "started_by"
 the caller's there; absent, the run is `LOCAL`'s)."""
 
 T = TypeVar("T")
+PAUSED_UNTIL = (
+    "COALESCE(paused, 0) + CASE WHEN COALESCE(ended, heartbeat) IS NULL OR COALESCE(ended, heartbeat) > ? THEN 0"
+    " ELSE ? - COALESCE(ended, heartbeat) END"
+)
+"""SQL: `paused` plus the time from the run's last stop (its end, else its last heartbeat) until
+the two `?` (now): a resumed run's pause (a clock behind the recorded stop counts nothing)."""
 _LIVE = ("running", "queued", "waiting")
 """Runs that `prune` never forgets."""
 
@@ -65,9 +81,13 @@ _OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTE
 RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL", "started_by": "TEXT", "asking": "TEXT", "answers": "TEXT"}
 """Columns added since the first version (which process runs a run, whose run it is, the question
 a waiting run waits on and the answers it was given)."""
+RUN_TIMING_COLUMNS = {"paused": "REAL"}
+"""Seconds the run spent not running between `started` and `ended` (stopped, failed or
+interrupted before a resume, waiting at a step-through gate, queued for a worker): its
+duration is the rest (`RunRecord.duration`)."""
 _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
-    "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by"
+    "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by, paused"
 )
 RUN_COLUMNS = _COLUMNS
 """The columns of a run's row, in order (the PostgreSQL store writes the same rows)."""
@@ -95,9 +115,16 @@ class RunRecord:
     """The identity it belongs to (see `may_see`); None: recorded before runs had owners."""
     asking: dict[str, Any] | None = None
     """A `waiting` run's question: `step`, `key`, `question`, `schema` (None otherwise)."""
+    paused: float = 0.0
+    """Seconds between `started` and `ended` during which it did not run (`RUN_TIMING_COLUMNS`)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds it actually ran (None while it has not ended): its span without the pauses."""
+        return None if self.ended is None else max(self.ended - self.started - self.paused, 0.0)
 
 
 @dataclass
@@ -130,7 +157,7 @@ class RunStore:
                 if not self._migrated:
                     conn.execute(RUNS_SCHEMA)
                     have = {row[1] for row in conn.execute("PRAGMA table_info(orchestrator_runs)")}
-                    for name, kind in RUN_OWNER_COLUMNS.items():
+                    for name, kind in (RUN_OWNER_COLUMNS | RUN_TIMING_COLUMNS).items():
                         if name not in have:  # a database of an older version: add the owner columns
                             conn.execute(f"ALTER TABLE orchestrator_runs ADD COLUMN {name} {kind}")
                     self._migrated = True
@@ -172,7 +199,7 @@ class RunStore:
         self._do(
             lambda conn: conn.execute(
                 f"INSERT OR REPLACE INTO orchestrator_runs ({_COLUMNS}) VALUES (?, ?, ?, 'running', ?, NULL, ?,"
-                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)",
+                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, 0)",
                 (
                     run_id,
                     pipeline,
@@ -191,12 +218,25 @@ class RunStore:
         )
 
     def resumed(self, run_id: str) -> None:
+        """The run runs (again) in this process: the time since it last stopped (its end, or for a
+        run whose process died or that waited in the queue, its last heartbeat) is a pause."""
         me = Owner.current()
+        now = time.time()
         self._do(
             lambda conn: conn.execute(
-                "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
-                " owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=? WHERE run_id=?",
-                (me.host, me.boot, me.pid, me.started, time.time(), run_id),
+                f"UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
+                f" owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=?, paused={PAUSED_UNTIL}"
+                " WHERE run_id=?",
+                (me.host, me.boot, me.pid, me.started, now, now, now, run_id),
+            )
+        )
+
+    def pause(self, run_id: str, seconds: float) -> None:
+        """Count `seconds` the run spent waiting while it ran (a step-through gate's question)."""
+        self._do(
+            lambda conn: conn.execute(
+                "UPDATE orchestrator_runs SET paused=COALESCE(paused, 0) + ? WHERE run_id=?",
+                (max(seconds, 0.0), run_id),
             )
         )
 
@@ -238,6 +278,7 @@ class RunStore:
         now on (only one answer wins when two come at once). The run's answers so far, or None
         when it no longer waits on that question."""
         me = Owner.current()
+        now = time.time()
 
         def take(conn: Any) -> dict[str, Any] | None:
             row = conn.execute(
@@ -249,9 +290,9 @@ class RunStore:
             answers[key] = answer
             cursor = conn.execute(
                 "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
-                " asking=NULL, answers=?, owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=?"
-                " WHERE run_id=? AND status='waiting'",
-                (json.dumps(answers, default=str), me.host, me.boot, me.pid, me.started, time.time(), run_id),
+                f" paused={PAUSED_UNTIL}, asking=NULL, answers=?, owner_host=?, owner_boot=?, owner_pid=?,"
+                " owner_started=?, heartbeat=? WHERE run_id=? AND status='waiting'",
+                (now, now, json.dumps(answers, default=str), me.host, me.boot, me.pid, me.started, now, run_id),
             )
             return answers if cursor.rowcount else None
 
@@ -382,8 +423,8 @@ def _delete(conn: sqlite3.Connection, threads: list[str], runs: list[str]) -> No
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row[:11]
-    host, boot, pid, pstart, heartbeat, started_by = row[11:17]
-    asking = json.loads(row[17]) if len(row) > 17 and row[17] and status == "waiting" else None
+    host, boot, pid, pstart, heartbeat, started_by, paused = row[11:18]
+    asking = json.loads(row[18]) if len(row) > 18 and row[18] and status == "waiting" else None
     record = RunRecord(
         run_id=run_id,
         pipeline=pipeline,
@@ -399,6 +440,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         owner=f"{host}:{pid}" if host and pid else None,
         started_by=started_by,
         asking=asking,
+        paused=float(paused or 0.0),
     )
     if status == "running" and not owner_alive(host, boot, pid, pstart, heartbeat):
         return replace(record, status="interrupted", error="its process ended without recording how the run ended")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncGenerator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from skills.core.roles import RoleBook
 
     from ._pgruns import PgRunStore
-    from ._stepping import StepGate
+    from ._stepping import Decision, StepGate, StepView
 
 __all__ = ["PipelineService"]
 
@@ -148,11 +149,12 @@ class PipelineService:
         path = path.resolve()
         try:
             spec, smap = load_spec_file(path)
-        except VerificationError as exc:
-            exc.issues = all_issues(
+        except VerificationError as exc:  # the schema's issues, and what verifying the rest finds
+            issues = all_issues(
                 exc, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
             )
-            raise
+            errors = [i for i in issues if i.severity == "error"]
+            raise VerificationError(f"{len(errors)} problem(s) in {path}", hint=exc.hint, issues=issues) from None
         issues = verify(
             spec,
             smap,
@@ -232,12 +234,33 @@ class PipelineService:
         owner = str(ctx.extras.get(STARTED_BY_KEY) or LOCAL)  # whose run it is (`runs.may_see`)
         if self._queued(ctx, gate):
             source = await anyio.to_thread.run_sync(skill.body)
-            start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner)
+            needs = await anyio.to_thread.run_sync(self._needs, skill.spec)
+            start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner, needs=needs)
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
             return await self._through_queue(skill.name, run_id, ctx, resume=False)
         start = functools.partial(self.store.start, started_by=owner)
         await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self.drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
+
+    def _needs(self, spec: PipelineSpec) -> str:
+        """What a queued run calls, by digest, as this process has it (a worker compares: `_needs`)."""
+        from ._needs import as_json, needs_of
+
+        return as_json(needs_of(spec, self.catalog))
+
+    def _needs_of_run(self, run_id: str) -> str | None:
+        """`_needs` of a run resumed through the queue, from the YAML it recorded (the skills as
+        they are now: a run resumed after a skill was fixed runs the fixed one)."""
+        from .loader import load_spec
+
+        source = self._shared.source(run_id)
+        if source is None:
+            return None
+        try:
+            spec, _ = load_spec(source)
+        except VerificationError:
+            return None
+        return self._needs(spec)
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
@@ -267,7 +290,8 @@ class PipelineService:
                 hint="wait for it, or cancel it there; a run whose process died shows as interrupted",
             )
         if self._queued(ctx, gate):
-            await self._store(self._shared.queue, run_id)
+            needs = await anyio.to_thread.run_sync(self._needs_of_run, run_id)
+            await self._store(self._shared.queue, run_id, needs)
             return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
         skill = self._skill_of(record)
         await self._store(self.store.resumed, run_id)
@@ -343,7 +367,7 @@ class PipelineService:
                     resume=resume,
                     budget=self.budget(skill, ctx),
                     dispatch=self._dispatcher(ctx, run_id),
-                    gate=gate,
+                    gate=self._timed(gate, run_id),
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
             if self.dispatch is not None:
@@ -384,6 +408,23 @@ class PipelineService:
             self._heartbeat.remove(run_id)
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
         return result
+
+    def _timed(self, gate: StepGate | None, run_id: str) -> StepGate | None:
+        """`gate`, with the time each answer took counted as the run's pause (a person reading a
+        step's output is not the run running: `RunRecord.duration`)."""
+        if gate is None:
+            return None
+        asked = gate
+
+        async def timed(view: StepView) -> Decision:
+            began = time.monotonic()
+            try:
+                return await asked(view)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._store(self.store.pause, run_id, time.monotonic() - began)
+
+        return timed
 
     def _dispatcher(self, ctx: SkillContext, run_id: str) -> Any:
         """Where the run's parallel items go: the queue, when a worker drives the run (not inside an item)."""

@@ -157,6 +157,29 @@ def test_run_of_a_file_with_errors_lists_every_issue_and_exits_2(orchestrator, t
     assert run.out == ""
 
 
+# A schema error (the timeout) beside mistakes verification finds in the rest of the file.
+BROKEN_SCHEMA = """\
+id: broken-two
+steps:
+  - id: a
+    skill: nope-skill
+    parameters: {x: "{{ undefined_var }}"}
+  - id: b
+    skill: other-nope
+    timeout: banana
+outputs: {o: "{{ zzz }}"}
+"""
+
+
+def test_run_of_a_file_with_a_schema_error_counts_every_error_it_lists(orchestrator, tmp_path: Path) -> None:
+    pipeline = write(tmp_path / "broken.yaml", BROKEN_SCHEMA)
+    run = orchestrator("run", str(pipeline))
+    assert run.code == 2
+    errors = [line for line in issue_lines(run.err, pipeline) if ": error: " in line]
+    assert len(errors) == 5, run.err
+    assert run.err.splitlines()[-1].startswith(f"orchestrator: error: 5 problem(s) in {pipeline}"), run.err
+
+
 @pytest.mark.parametrize(
     ("inputs", "message", "named"),
     [

@@ -135,7 +135,9 @@ def _when(stamp: float | None) -> str | None:
 
 
 def _duration(record: RunRecord) -> float | None:
-    return None if record.ended is None else round(record.ended - record.started, 3)
+    """Seconds the run ran: paused time (before a resume, at a step-through gate) left out."""
+    took = record.duration
+    return None if took is None else round(took, 3)
 
 
 def _record_json(record: RunRecord) -> dict[str, Any]:

@@ -100,7 +100,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         return ctx
 
     host = WorkerHost(
-        service, make_ctx, name=args.name, concurrency=args.concurrency, redelivery_timeout=args.redelivery_timeout
+        service,
+        make_ctx,
+        name=args.name,
+        concurrency=args.concurrency,
+        redelivery_timeout=args.redelivery_timeout,
+        reload=orchestrator.reload,  # a run that needs a skill added or changed since this worker started
     )
 
     def ready() -> None:

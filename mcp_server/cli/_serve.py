@@ -59,6 +59,14 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         help="MCP servers to import, in Claude Desktop's mcpServers format (default: <home>/servers.json)",
     )
     serve.add_argument(
+        "--connect-grace",
+        metavar="SECONDS",
+        type=_grace,
+        default=3.0,
+        help="at start-up, wait up to this long for the imported servers to connect before answering "
+        "a client's tool listing, so a client that lists once sees their tools (default: 3; 0 waits not)",
+    )
+    serve.add_argument(
         "--auth-token",
         metavar="T",
         default=None,
@@ -209,6 +217,13 @@ def _seconds(text: str) -> float:
     value = _number(text, float, "a number of seconds")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _grace(text: str) -> float:
+    value = _number(text, float, "a number of seconds")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds (0 or more)")
     return value
 
 
