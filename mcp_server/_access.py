@@ -24,6 +24,7 @@ import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from adapters.context import request_of
 from skills import Home, SkillContext
 from skills.core.roots import AllowedRoots, current_roots
 from skills.executors.isolation import IsolationSettings, budget_support, load_settings, probe
@@ -119,7 +120,7 @@ class Access:
         ctx.extras["isolation"] = dict(self._isolation)
 
     async def roots_for(self, context: Any) -> AllowedRoots:
-        request = getattr(context, "request_context", None)
+        request = request_of(context)
         session = getattr(request, "session", None)
         if session is None or not _can_ask_roots(session):
             return self.base

@@ -18,6 +18,7 @@ from typing import Any
 from skills import Home, SkillContext, SkillRunError
 from skills.core.models import Completion, NoModelProviderError, Usage
 
+from ..context import request_of
 from ._provider import ModelProvider, ModelRequest
 from ._rounds import INBOX_KEY, InputInbox
 from .anthropic_api import AnthropicProvider
@@ -227,9 +228,9 @@ def _answers_by_inbox(context: Any) -> bool:
     an inbox (`_sampling_of`), not by a request of the server's."""
     from mcp_types.version import is_version_at_least
 
-    if context is None or getattr(context, "_request_context", None) is None:
+    request = request_of(context)
+    if request is None:
         return False
-    request = context.request_context
     if getattr(request.session.client_capabilities, "sampling", None) is None:
         return False
     version = request.protocol_version
@@ -239,9 +240,9 @@ def _answers_by_inbox(context: Any) -> bool:
 def _sampling_of(context: Any, *, needed: bool, parked: bool = False) -> SamplingProvider:
     from mcp_types.version import is_version_at_least
 
-    if context is None or getattr(context, "_request_context", None) is None:
+    request = request_of(context)
+    if request is None:
         return SamplingProvider.unavailable_because("no MCP client is connected to this call")
-    request = context.request_context
     session = request.session
     capability = getattr(session.client_capabilities, "sampling", None)
     if capability is None:
