@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mcp_types.version import is_version_at_least
+
 from skills import Home, SkillContext, SkillRunError
 from skills.core.models import Completion, NoModelProviderError, Usage
 
@@ -226,8 +228,6 @@ class ModelService:
 def _answers_by_inbox(context: Any) -> bool:
     """Whether the call's client samples in the 2026-07-28 era, where its model answers through
     an inbox (`_sampling_of`), not by a request of the server's."""
-    from mcp_types.version import is_version_at_least
-
     request = request_of(context)
     if request is None:
         return False
@@ -238,8 +238,6 @@ def _answers_by_inbox(context: Any) -> bool:
 
 
 def _sampling_of(context: Any, *, needed: bool, parked: bool = False) -> SamplingProvider:
-    from mcp_types.version import is_version_at_least
-
     request = request_of(context)
     if request is None:
         return SamplingProvider.unavailable_because("no MCP client is connected to this call")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import anyio
+from mcp.server.request_state import authenticated_principal
 from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -92,8 +93,6 @@ class Identity(NamedTuple):
 def identity_of(context: Any) -> Identity:
     """The `Identity` of a request (`context`: a tool's `Context`, or anything whose
     `request_context` is the SDK's request context); `local` outside any request."""
-    from mcp.server.request_state import authenticated_principal
-
     request = request_of(context)
     if request is None:
         return Identity(None, LOCAL, "", LOCAL)
