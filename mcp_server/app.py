@@ -67,6 +67,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from adapters.context import request_of
 from pipelines.runs import STARTED_BY_KEY
 from skills import (
     BUILTIN_SKILLS_DIR,
@@ -278,7 +279,7 @@ class OrchestratorServer(MCPServer):
         except SkillsError as exc:
             return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
         if context is not None and self.home is not None:  # `request_context` raises outside a request
-            request = context.request_context
+            request = request_of(context) or context.request_context
             if target.may_task and _declares_tasks(request):
                 return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
             return await continue_in_rounds(
@@ -775,8 +776,8 @@ def _caller_of(session: Any) -> Any:
 
 
 def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakKeyDictionary[Any, int]):
-    session = context.request_context.session
-    request_id = context.request_context.request_id
+    request = request_of(context) or context.request_context
+    session, request_id = request.session, request.request_id
     caller = _caller_of(session)
 
     async def send(level: LoggingLevel, message: str) -> None:
@@ -801,7 +802,7 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     the call; 2026-07-28 ones cannot during a call, so nothing is offered and the upstream gets a
     clean refusal. `caller` groups the calls of one client session.
     """
-    request = context.request_context
+    request = request_of(context) or context.request_context
     session = request.session
     extras: dict[str, Any] = {"caller": getattr(session, "_connection", session)}
     if session.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:

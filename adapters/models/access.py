@@ -15,9 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mcp_types.version import is_version_at_least
+
 from skills import Home, SkillContext, SkillRunError
 from skills.core.models import Completion, NoModelProviderError, Usage
 
+from ..context import request_of
 from ._provider import ModelProvider, ModelRequest
 from ._rounds import INBOX_KEY, InputInbox
 from .anthropic_api import AnthropicProvider
@@ -226,19 +229,18 @@ class ModelService:
 
 def _elicits(context: Any) -> bool:
     """Whether the call's client declared elicitation (it can be asked a pipeline's question)."""
-    if context is None or getattr(context, "_request_context", None) is None:
+    request = request_of(context)
+    if request is None:
         return False
-    return getattr(context.request_context.session.client_capabilities, "elicitation", None) is not None
+    return getattr(request.session.client_capabilities, "elicitation", None) is not None
 
 
 def _answers_by_inbox(context: Any) -> bool:
     """Whether the call's client samples or elicits in the 2026-07-28 era, where its model (or
     its user) answers through an inbox (`_sampling_of`), not by a request of the server's."""
-    from mcp_types.version import is_version_at_least
-
-    if context is None or getattr(context, "_request_context", None) is None:
+    request = request_of(context)
+    if request is None:
         return False
-    request = context.request_context
     caps = request.session.client_capabilities
     if getattr(caps, "sampling", None) is None and getattr(caps, "elicitation", None) is None:
         return False
@@ -247,11 +249,9 @@ def _answers_by_inbox(context: Any) -> bool:
 
 
 def _sampling_of(context: Any, *, needed: bool, parked: bool = False) -> SamplingProvider:
-    from mcp_types.version import is_version_at_least
-
-    if context is None or getattr(context, "_request_context", None) is None:
+    request = request_of(context)
+    if request is None:
         return SamplingProvider.unavailable_because("no MCP client is connected to this call")
-    request = context.request_context
     session = request.session
     capability = getattr(session.client_capabilities, "sampling", None)
     if capability is None:

@@ -255,11 +255,12 @@ async def _run_in_process(
 
 
 _PLAIN = (str, int, float, bool, type(None), Path)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain(value: object, depth: int = 0) -> bool:
     """Data a worker can receive as it is (no objects of the server: model access, the Catalog)."""
-    if isinstance(value, _PLAIN):
+    if type(value) in _SCALARS or isinstance(value, _PLAIN):  # the exact types first: checked for every call
         return True
     if depth > 8:
         return False
