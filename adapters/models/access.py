@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from skills import Home, SkillContext, SkillRunError
 from skills.core.models import Completion, NoModelProviderError, Usage
 
@@ -22,7 +24,7 @@ from ._provider import ModelProvider, ModelRequest
 from ._rounds import INBOX_KEY, InputInbox
 from .anthropic_api import AnthropicProvider
 from .registry import ModelRegistry, load_registry
-from .sampling import SamplingProvider
+from .sampling import SamplingProvider, estimate_sent
 
 __all__ = ["NO_PROVIDER_HINT", "ModelService", "ProviderAccess"]
 
@@ -112,12 +114,20 @@ class ProviderAccess:
             thinking=thinking,
         )
         provider = self.provider_for(request)
-        completion = await provider.complete(request)
+        try:
+            completion = await provider.complete(request)
+        except anyio.get_cancelled_exc_class():  # cut off (a timeout, a cancel) before its answer:
+            self._spend(estimate_sent(request))  # what was sent is spent; its answer reports nothing
+            raise
+        self._spend(completion.usage)
+        return completion
+
+    def _spend(self, usage: Usage) -> None:
+        """Add a call's usage here and to every access above."""
         access: ProviderAccess | None = self
         while access is not None:
-            access.usage.add(completion.usage)
+            access.usage.add(usage)
             access = access._parent
-        return completion
 
     def provider_for(self, request: ModelRequest) -> ModelProvider:
         """The first provider that can answer, or `NoModelProviderError` with every reason."""
