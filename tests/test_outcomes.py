@@ -278,3 +278,32 @@ async def test_a_nested_partial_run_makes_its_parent_partial_and_names_the_faile
     history = runs(home)
     assert history[data["run_id"]].status == "failed" and history[data["review"]["run_id"]].status == "failed"
     assert history[data["run_id"]].failed_step == "review/tests"
+
+
+# -- the same rule for a task ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_partial_run_as_a_task_ends_as_an_error_whose_result_keeps_outputs_and_usage(
+    home: Path, skills: Path, mode: str
+) -> None:
+    from _tasks_client import TasksExtension, drive, get, result, start, start_core
+
+    pipeline(home, INNER)
+    server = create_server(home=home, skill_dirs=[skills])
+    modern = mode == "auto"
+    async with Client(server, mode=mode, extensions=[TasksExtension()] if modern else None) as client:  # type: ignore[arg-type]
+        if modern:
+            created = await start(client, "inner", {})
+            state = await drive(client, created.task_id)
+            assert state.status == "completed" and state.result is not None  # the call ended; its result is an error
+            ended = CallToolResult.model_validate(state.result)
+        else:
+            task_id = (await start_core(client, "inner", {}))["task"]["taskId"]
+            ended = await result(client, task_id)
+            state = await get(client, task_id)
+            assert state.status == "failed"  # 2025-11-25: a task whose result is an error failed
+    assert "PARTIAL: 1/2 steps succeeded, 1 failed (tests)" in envelope(ended)["message"]
+    data = body_of(ended)
+    assert data["linted"] == 1 and data["summary"]["failed_steps"] == ["tests"]
+    assert data["usage"]["calls"] == 0 and runs(home)[data["run_id"]].status == "failed"
