@@ -44,6 +44,8 @@ SHOWN_PLACES = 6
 def pico_usd(usd: float | int | Decimal | str) -> int:
     """USD as whole pico-dollars. A float (a price times tokens) is taken as the decimal amount it
     stands for: its binary error is far below a pico-dollar and rounds away."""
+    if not usd:  # the common case (a tally's start, a call of no cost): no decimal arithmetic
+        return 0
     amount = Decimal(usd) if not isinstance(usd, float) else Decimal(repr(usd))
     return int((amount * PICO_PER_USD).to_integral_value(ROUND_HALF_EVEN))
 
