@@ -279,4 +279,4 @@ class SharedUsage(Usage):
 
     def _take(self, total: Usage) -> None:
         self.input_tokens, self.output_tokens = total.input_tokens, total.output_tokens
-        self.cost_usd, self.calls = total.cost_usd, total.calls
+        self.cost_pico, self.calls = total.cost_pico, total.calls

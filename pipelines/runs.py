@@ -1,7 +1,8 @@
 """Run history: one row per run in `state.sqlite`, beside LangGraph's checkpoints.
 
 The checkpoints say how far a run got; this table says which pipeline (file and id) it ran,
-with which inputs, how it ended, who started it (`started_by`: the identity a run belongs to,
+with which inputs, how it ended (and what it spent on models, in `result.usage`, whether it
+succeeded or not), who started it (`started_by`: the identity a run belongs to,
 see `may_see`), and while it runs, which process runs it (`_owner`): a run whose process died
 without recording an end reads as `interrupted`, with the command that resumes it.
 
@@ -21,7 +22,7 @@ from collections.abc import Callable, Collection, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from ._owner import Owner, owner_alive
 from ._statedb import is_corrupt, set_aside
@@ -39,7 +40,10 @@ __all__ = [
 ]
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
-"""`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
+"""`succeeded`: every step succeeded. `failed`: a step failed and stopped the run, or the run went
+to its end with failed steps (PARTIAL: `on_error: continue`, an agent stopped by a limit, a nested
+run that was PARTIAL; its `result` holds the outputs and its `error` the summary line).
+`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
 `waiting`: an `ask:` step's question could reach nobody; the run is checkpointed and waits for
 `answer_run` / `orchestrator runs answer` (its question and schema are kept in `asking`).
 `stopped`: stopped by its user after a step (step-through); it resumes from the next step.
@@ -117,6 +121,12 @@ class RunRecord:
     """A `waiting` run's question: `step`, `key`, `question`, `schema` (None otherwise)."""
     paused: float = 0.0
     """Seconds between `started` and `ended` during which it did not run (`RUN_TIMING_COLUMNS`)."""
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """What the run spent on models (tokens, cost, calls): kept in `result` however it ended."""
+        found: Any = (self.result or {}).get("usage")
+        return cast("dict[str, Any]", found) if isinstance(found, dict) else None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 
-from skills import Catalog, Home, SkillContext, SkillRunError
+from skills import Catalog, Home, SkillContext, SkillRunError, SkillsError
 from skills.core.errors import clip
 
 from ._checkpoints import saver as checkpoint_saver
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
+from ._summary import run_summary_in
 from .asking import ANSWERS_KEY, RunWaiting, waiting_result
-from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunPartial, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
@@ -269,7 +270,17 @@ class PipelineService:
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {pipeline}, run {run_id} on a worker")
         outcome = await self.queue.run(run_id, ctx.progress, ctx.extras.get("model"))  # it answers the run's asks
         if outcome.get("status") != "succeeded":
-            raise_outcome(outcome)
+            try:
+                raise_outcome(outcome)
+            except SkillsError as exc:  # what the run left (outputs, summary, usage): the worker recorded it
+                record = await self._store(self.store.get, run_id)
+                kept: dict[str, Any] | None = record.result if record is not None else None
+                summary = run_summary_in(kept)
+                if kept is not None and summary is not None and summary.get("failed"):
+                    raise RunPartial(kept, summary=summary, run_id=run_id, where=exc.where) from None
+                if kept:
+                    exc.attached = kept
+                raise
         return outcome["result"]
 
     async def resume(
@@ -344,7 +355,15 @@ class PipelineService:
         resume: bool,
         gate: StepGate | None = None,
     ) -> dict[str, Any]:
-        """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too)."""
+        """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too).
+
+        A run succeeds only when every step did: one that went to its end with failed steps
+        (`on_error: continue`, a nested run that did) is recorded `failed`, with its result and
+        its summary line as the error, and raises `RunPartial` carrying that result. Whatever
+        ends a run, what it spent on models is recorded (`result.usage`) and travels with its
+        error (`SkillsError.attached`).
+        """
+        from ._outcomes import RunUsage
         from .runtime import run_pipeline
 
         artifacts = self.artifact_dir(skill.name, run_id)
@@ -353,6 +372,11 @@ class PipelineService:
         if resume:  # its `ask:` steps find the answers given so far (`answer_run`)
             ctx.extras[ANSWERS_KEY] = await self._store(self.store.answers, run_id)
         self._heartbeat.add(run_id)
+        usage = RunUsage()
+
+        def spent() -> dict[str, Any]:
+            return {"run_id": run_id, "usage": usage.shown()}
+
         try:
             compiled = skill.compiled()
             async with self._checkpointer() as saver:
@@ -368,9 +392,12 @@ class PipelineService:
                     budget=self.budget(skill, ctx),
                     dispatch=self._dispatcher(ctx, run_id),
                     gate=self._timed(gate, run_id),
+                    usage=usage,
                 )
-                await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
-            if self.dispatch is not None:
+                partial = _partial(result, run_id, skill)
+                if partial is None:  # succeeded: its result is in the history, no resume needs the checkpoints
+                    await saver.adelete_thread(run_id)
+            if self.dispatch is not None and partial is None:
                 await self._store(self._shared.forget_items, run_id)
         except RunWaiting as exc:  # nobody could be asked: the checkpoints stay, the run waits for its answer
             if ctx.extras.get("step"):  # a pipeline called by a step: the calling run waits (and runs it again)
@@ -381,12 +408,18 @@ class PipelineService:
             await ctx.log("info", f"run {run_id} waits for an answer to step '{exc.step_id}': {exc.question}")
             return waiting_result(run_id, exc.record())
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
-            await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
+            finish = functools.partial(self.store.finish, run_id, "stopped", result=spent(), error=str(exc))
+            await self._store(finish)
             raise
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
-            await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
-            raise describe_failure(exc, run_id, skill) from None
+            finish = functools.partial(
+                self.store.finish, run_id, "failed", result=spent(), error=str(exc), failed_step=step
+            )
+            await self._store(finish)
+            failure = describe_failure(exc, run_id, skill)
+            failure.attached = spent()
+            raise failure from None
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
                 raise
@@ -397,15 +430,25 @@ class PipelineService:
             ) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._store(functools.partial(self.store.finish, run_id, "cancelled", error="cancelled"))
+                finish = functools.partial(self.store.finish, run_id, "cancelled", result=spent(), error="cancelled")
+                await self._store(finish)
             raise
         except Exception as exc:  # why: whatever else stopped it, the history must not say `running` forever
             error = f"stopped by an unexpected {type(exc).__name__} (the server log has the details)"
             with anyio.CancelScope(shield=True):
-                await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
+                await self._store(functools.partial(self.store.finish, run_id, "failed", result=spent(), error=error))
+            if isinstance(exc, SkillsError) and not exc.attached:
+                exc.attached = spent()
             raise
         finally:
             self._heartbeat.remove(run_id)
+        if partial is not None:
+            failed_step = (partial.summary.get("failed_steps") or [None])[0]
+            finish = functools.partial(
+                self.store.finish, run_id, "failed", result=result, error=partial.message, failed_step=failed_step
+            )
+            await self._store(finish)
+            raise partial
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
         return result
 
@@ -531,3 +574,15 @@ class PipelineService:
             problems = [str(p.error) for p in self.catalog.problems() if p.path == target]
             raise SkillRunError(f"pipeline saved to {target} but not published: {'; '.join(problems)}")
         return skill
+
+
+def _partial(result: dict[str, Any], run_id: str, skill: PipelineSkill) -> RunPartial | None:
+    """The run went to its end; `RunPartial` when a step of it failed (None: it succeeded)."""
+    summary = run_summary_in(result)
+    if summary is None or not summary.get("failed"):
+        return None
+    first = str((summary.get("failed_steps") or [""])[0])
+    top = first.split("/")[0]
+    location = skill.step_location(top) if top else ""
+    where = f"step '{first}'" + (f" ({location})" if location else "") if first else ""
+    return RunPartial(result, summary=summary, run_id=run_id, where=where)

@@ -100,6 +100,7 @@ def test_run_of_an_example_with_json_prints_its_outputs_and_run_id_and_the_run_i
     assert isinstance(result, dict)
     run_id = result.pop("run_id")
     assert result.pop("summary")["line"] == "SUCCESS: 1/1 steps succeeded, 0 failed, 0 skipped"
+    assert result.pop("usage")["calls"] == 0
     assert result == {"succeeded": True, "attempts": 3, "failures": 2}
     assert "[" not in run.err  # --json: no progress lines
 
@@ -245,7 +246,7 @@ def test_a_failed_run_exits_1_and_resumes_after_the_fix_without_redoing_finished
     note.write_text("one\ntwo\n")
     resumed = orchestrator("runs", "resume", run_id, "--json")
     assert resumed.code == 0, resumed.err
-    assert {k: v for k, v in resumed.json().items() if k != "summary"} == {"lines": 2, "run_id": run_id}
+    assert {k: v for k, v in resumed.json().items() if k not in ("summary", "usage")} == {"lines": 2, "run_id": run_id}
     log = home / "pipelines" / "read-note" / "runs" / run_id / "log.txt"
     assert log.read_text() == "x"  # the finished step did not run again
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp_types.version import is_version_at_least
 
 from skills import Home, SkillContext, SkillRunError
@@ -25,7 +26,7 @@ from ._provider import ModelProvider, ModelRequest
 from ._rounds import INBOX_KEY, InputInbox
 from .anthropic_api import AnthropicProvider
 from .registry import ModelRegistry, load_registry
-from .sampling import SamplingProvider
+from .sampling import SamplingProvider, estimate_sent
 
 __all__ = ["NO_PROVIDER_HINT", "ModelService", "ProviderAccess"]
 
@@ -115,12 +116,20 @@ class ProviderAccess:
             thinking=thinking,
         )
         provider = self.provider_for(request)
-        completion = await provider.complete(request)
+        try:
+            completion = await provider.complete(request)
+        except anyio.get_cancelled_exc_class():  # cut off (a timeout, a cancel) before its answer:
+            self._spend(estimate_sent(request))  # what was sent is spent; its answer reports nothing
+            raise
+        self._spend(completion.usage)
+        return completion
+
+    def _spend(self, usage: Usage) -> None:
+        """Add a call's usage here and to every access above."""
         access: ProviderAccess | None = self
         while access is not None:
-            access.usage.add(completion.usage)
+            access.usage.add(usage)
             access = access._parent
-        return completion
 
     def provider_for(self, request: ModelRequest) -> ModelProvider:
         """The first provider that can answer, or `NoModelProviderError` with every reason."""

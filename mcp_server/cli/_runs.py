@@ -142,8 +142,20 @@ def _duration(record: RunRecord) -> float | None:
 
 def _record_json(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
-    data.update(started=_when(record.started), ended=_when(record.ended), duration=_duration(record))
+    data.update(
+        started=_when(record.started), ended=_when(record.ended), duration=_duration(record), usage=record.usage
+    )
     return data
+
+
+def _usage_line(usage: dict[str, Any] | None) -> str | None:
+    if usage is None:
+        return None
+    estimated = " (estimated)" if usage.get("estimated") else ""
+    return (
+        f"{usage.get('calls', 0)} model call(s), {usage.get('input_tokens', 0):,} in + "
+        f"{usage.get('output_tokens', 0):,} out tokens{estimated}, ${usage.get('cost_usd', 0):.6f}"
+    )
 
 
 def _artifact_files(record: RunRecord) -> list[str]:
@@ -284,6 +296,7 @@ def _show(args: argparse.Namespace) -> int:
         ("workers", ", ".join(f"{name} ran {n} item(s)" for name, n in workers.items()) or None),
         ("error", record.error if record.status not in ("succeeded", "waiting") else None),
         ("question", record.asking.get("question") if record.asking else None),
+        ("usage", _usage_line(record.usage)),
     ]
     for label, value in rows:
         if value is not None:
