@@ -113,12 +113,12 @@ def test_the_site_builds_strictly_and_a_new_page_needs_no_nav_entry(tmp_path: Pa
     copy = tmp_path / "repo"
     shutil.copytree(DOCS, copy / "docs")
     shutil.copy(REPO / "mkdocs.yml", copy / "mkdocs.yml")
-    (copy / "docs" / "outcomes.md").write_text("# Outcomes\n\nSee [pipelines](pipelines.md#runs).\n")
+    (copy / "docs" / "a-new-page.md").write_text("# A new page\n\nSee [pipelines](pipelines.md#runs).\n")
     built = _mkdocs(copy / "mkdocs.yml", tmp_path / "site")
     assert built.returncode == 0, built.stderr
-    assert (tmp_path / "site" / "outcomes" / "index.html").is_file()
+    assert (tmp_path / "site" / "a-new-page" / "index.html").is_file()
     assert (tmp_path / "site" / "cli-reference" / "index.html").is_file()
-    (copy / "docs" / "outcomes.md").write_text("# Outcomes\n\nSee [pipelines](pipelines.md#no-such-section).\n")
+    (copy / "docs" / "a-new-page.md").write_text("# A new page\n\nSee [pipelines](pipelines.md#no-such-section).\n")
     broken = _mkdocs(copy / "mkdocs.yml", tmp_path / "site")
     assert broken.returncode != 0 and "no-such-section" in broken.stderr
 
