@@ -20,6 +20,7 @@ _LAZY = {
     "UpstreamCallError": "errors",
     "UpstreamError": "errors",
     "UpstreamTimeoutError": "errors",
+    "UpstreamToolError": "errors",
     "UpstreamUnavailableError": "errors",
     "AdapterState": "mcp_adapter",
     "MCPSkillAdapter": "mcp_adapter",
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         UpstreamCallError,
         UpstreamError,
         UpstreamTimeoutError,
+        UpstreamToolError,
         UpstreamUnavailableError,
     )
     from .mcp_adapter import AdapterState, MCPSkillAdapter
@@ -68,6 +70,7 @@ __all__ = [
     "UpstreamCallError",
     "UpstreamError",
     "UpstreamTimeoutError",
+    "UpstreamToolError",
     "UpstreamUnavailableError",
     "load_servers_config",
     "parse_servers_config",

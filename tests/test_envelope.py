@@ -182,28 +182,42 @@ async def test_a_failed_pipeline_step_is_named_with_its_line(tmp_path: Path, hom
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_an_upstream_that_is_gone_is_not_connected_and_its_own_errors_pass_through(home: Path, mode: str) -> None:
+async def test_a_failed_imported_tool_is_the_envelope_in_its_own_words_and_a_dead_one_is_not_connected(
+    home: Path, mode: str
+) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "servers.json").write_text(json.dumps({"mcpServers": {"fx": fixture_stdio()}}))
     server = create_server(home=home)
     ready = anyio.Event()
 
     async def on_change(catalog: Catalog) -> None:
-        if "fx_die" in catalog:
+        if "fx_die_loudly" in catalog:
             ready.set()
 
     server.catalog.subscribe(on_change)
     async with server.running(), Client(server, mode=mode) as client:
         with anyio.fail_after(30):
             await ready.wait()
-        theirs = await client.call_tool("fx_fail", {"message": "nope"})
+        pictured = await client.call_tool("fx_boom", {"message": "the station is closed"})
+        boxed = await client.call_tool("fx_boom_rich", {})
+        schema_bound = await client.call_tool("fx_fail", {"message": "nope"})
         with anyio.fail_after(10):
-            died = await client.call_tool("fx_die", {})
-    text = theirs.content[0].text
-    assert theirs.is_error and "nope" in text and not text.startswith('{"error"')  # the upstream's own, unchanged
-    error = envelope(died)
-    assert error["type"] == "not_connected" and error["retryable"] is True
-    assert error["where"] == "upstream server 'fx'"
+            died = await client.call_tool("fx_die_loudly", {})
+    said = envelope(pictured)  # no outputSchema: the envelope is the structured content too
+    assert pictured.structured_content == {"error": said}
+    assert (said["type"], said["message"], said["retryable"]) == ("skill_failed", "the station is closed", False)
+    assert said["where"] == "upstream server 'fx'" and "'boom'" in said["hint"]
+    assert [c.type for c in pictured.content] == ["text", "image"]  # the upstream's other content follows
+    plain = envelope(boxed)  # a rich traceback in ANSI colours: its exception line and its place
+    assert plain["message"] == "LookupError: no station for Atlantis"
+    assert plain["where"] == "upstream server 'fx': server.py:213 in call_tool"
+    assert not any(mark in boxed.content[0].text for mark in ("\x1b", "\u2502", "\u2771", "\u256d"))
+    bound = envelope(schema_bound)  # an outputSchema: the envelope travels as the text only
+    assert schema_bound.structured_content is None and bound["message"] == "Error executing tool fail: nope"
+    gone = envelope(died)
+    assert (gone["type"], gone["retryable"], gone["where"]) == ("not_connected", True, "upstream server 'fx'")
+    assert "LookupError: no station for Atlantis (at server.py:213 in call_tool)" in gone["message"]
+    assert not any(mark in died.content[0].text for mark in ("\x1b", "\u2502", "\u2771", "\u256d"))
 
 
 async def test_over_stdio_failures_are_envelopes_and_a_deep_raw_payload_is_refused_cleanly(
