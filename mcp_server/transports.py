@@ -175,6 +175,7 @@ def http_app(
     if stateless:
         # No stream outlives a request: handshake-era clients can never be told of changes.
         server.list_changed_to_handshake_clients = False
+        server.tasks_listed_to_handshake_clients = False
         manager = StreamableHTTPSessionManager(low, stateless=True, security_settings=security)
     else:
         manager = FairSessionManager(
