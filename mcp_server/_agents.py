@@ -17,7 +17,7 @@ from mcp_types import Tool as MCPTool
 
 from skills import ArgumentsError, SkillsError
 from skills.core._schema import ANY_JSON
-from skills.core.errors import FieldError
+from skills.core.errors import ERROR_BODY_SCHEMA, FieldError
 from skills.core.models import UnknownModelError, model_access
 from skills.executors._agent import agent_output_schema
 
@@ -100,6 +100,7 @@ async def _orchestrate(service: PipelineService, args: dict[str, Any], ctx: Skil
             "the result's pipeline_yaml and history show how far it got; rephrase the request",
             error_type="skill_failed",
             where="route planner",
+            output_schema=schema,
             report=data,
         )
     return structured(data)
@@ -213,6 +214,7 @@ ORCHESTRATE = MetaTool(
                         "work": {"type": "object", "properties": _TALLY},
                     },
                 },
+                "error": ERROR_BODY_SCHEMA,
             },
             "required": ["request", "route", "routed_by", "usage"],
         },

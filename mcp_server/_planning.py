@@ -12,7 +12,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills.core._schema import ANY_JSON, nullable
-from skills.core.errors import clip
+from skills.core.errors import ERROR_BODY_SCHEMA, clip
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -45,11 +45,14 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         cases: list[Any] = args.get("test_cases") or []
         tests = [TestCase.model_validate(case) for case in cases]
     except ValidationError as exc:
+        message = f"test_cases: {clip(str(exc), 1000)}"
         return error_result(
-            f"test_cases: {clip(str(exc), 1000)}",
+            message,
             "each case is {arguments: {...}, expected: ...} or with checks",
             error_type="invalid_arguments",
             where="test_cases",
+            output_schema=CREATE_OUTPUT,
+            report={"created": False, "stage": "request", "reasons": [message]},
         )
 
     async def refresh_pipelines() -> None:  # pipelines that called the missing skill verify now
@@ -66,8 +69,9 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
             overwrite=bool(args.get("overwrite")),
             also_refresh=refresh_pipelines,
         )
-    except SkillsError as exc:
-        return error_result(exc)
+    except SkillsError as exc:  # before any stage ran (no model, a name taken)
+        report = {"created": False, "stage": "request", "reasons": [exc.message]}
+        return error_result(exc, output_schema=CREATE_OUTPUT, report=report)
     data = creation.as_dict()
     if creation.created:
         return structured(data)
@@ -76,6 +80,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         "the result's files and tests show what was made; change the request or give test_cases and call again",
         error_type="skill_failed",
         where=f"stage {data['stage']}",
+        output_schema=CREATE_OUTPUT,
         report=data,
     )
 
@@ -97,8 +102,9 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
             overwrite=bool(args.get("overwrite")),
             create_missing=bool(args.get("create_missing")),
         )
-    except SkillsError as exc:
-        return error_result(exc)
+    except SkillsError as exc:  # before a pipeline was written (no model)
+        report = {"status": "failed", "iterations": 0, "pipeline_yaml": "", "issues": [exc.message]}
+        return error_result(exc, output_schema=PLAN_OUTPUT, report=report)
     if data["status"] != "failed":
         return structured(data)
     found: list[Any] = data.get("issues") or []
@@ -108,6 +114,7 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
         "the result's pipeline_yaml and history show how far it got; rephrase the request or raise max_fixes",
         error_type="skill_failed",
         where=f"iteration {data.get('iterations', 0)}",
+        output_schema=PLAN_OUTPUT,
         report=data,
     )
 
@@ -152,24 +159,27 @@ CREATE = MetaTool(
             "required": ["request"],
             "additionalProperties": False,
         },
-        output_schema={
-            "type": "object",
-            "properties": {
-                "created": {"type": "boolean"},
-                "stage": {"type": "string"},
-                "name": nullable({"type": "string"}),
-                "reasons": {"type": "array", "items": {"type": "string"}},
-                "files": {"type": "object", "additionalProperties": {"type": "string"}},
-                "tests": {"type": "array", "items": {"type": "object"}},
-                "tests_passed": {"type": "integer"},
-                "tests_total": {"type": "integer"},
-                "review": nullable({"type": "object"}),
-                "usage": {"type": "object"},
-                "path": {"type": "string"},
-                "published": {"type": "boolean"},
-            },
-            "required": ["created", "stage", "reasons"],
-        },
+        output_schema=(
+            CREATE_OUTPUT := {
+                "type": "object",
+                "properties": {
+                    "created": {"type": "boolean"},
+                    "stage": {"type": "string"},
+                    "name": nullable({"type": "string"}),
+                    "reasons": {"type": "array", "items": {"type": "string"}},
+                    "files": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "tests": {"type": "array", "items": {"type": "object"}},
+                    "tests_passed": {"type": "integer"},
+                    "tests_total": {"type": "integer"},
+                    "review": nullable({"type": "object"}),
+                    "usage": {"type": "object"},
+                    "path": {"type": "string"},
+                    "published": {"type": "boolean"},
+                    "error": ERROR_BODY_SCHEMA,
+                },
+                "required": ["created", "stage", "reasons"],
+            }
+        ),
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
         ),
@@ -217,25 +227,28 @@ PLAN = MetaTool(
             "required": ["request"],
             "additionalProperties": False,
         },
-        output_schema={
-            "type": "object",
-            "properties": {
-                "status": {"type": "string", "enum": ["complete", "needs_fix", "failed"]},
-                "iterations": {"type": "integer"},
-                "pipeline_yaml": {"type": "string"},
-                "pipeline_id": nullable({"type": "string"}),
-                "outputs": {**ANY_JSON, "description": "The final run's outputs."},
-                "run_id": nullable({"type": "string"}),
-                "review": nullable(_REVIEW),
-                "history": {"type": "array", "items": {"type": "object"}},
-                "issues": {"type": "array", "items": {"type": "string"}},
-                "usage": {"type": "object"},
-                "registered": {"type": "boolean"},
-                "tool": {"type": "string"},
-                "register_error": {"type": "string"},
-            },
-            "required": ["status", "iterations", "pipeline_yaml"],
-        },
+        output_schema=(
+            PLAN_OUTPUT := {
+                "type": "object",
+                "properties": {
+                    "status": {"type": "string", "enum": ["complete", "needs_fix", "failed"]},
+                    "iterations": {"type": "integer"},
+                    "pipeline_yaml": {"type": "string"},
+                    "pipeline_id": nullable({"type": "string"}),
+                    "outputs": {**ANY_JSON, "description": "The final run's outputs."},
+                    "run_id": nullable({"type": "string"}),
+                    "review": nullable(_REVIEW),
+                    "history": {"type": "array", "items": {"type": "object"}},
+                    "issues": {"type": "array", "items": {"type": "string"}},
+                    "usage": {"type": "object"},
+                    "registered": {"type": "boolean"},
+                    "tool": {"type": "string"},
+                    "register_error": {"type": "string"},
+                    "error": ERROR_BODY_SCHEMA,
+                },
+                "required": ["status", "iterations", "pipeline_yaml"],
+            }
+        ),
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
         ),

@@ -56,6 +56,7 @@ __all__ = [
     "error_result",
     "json_safe",
     "to_result",
+    "unbound",
     "where_in",
 ]
 
@@ -77,7 +78,8 @@ def error_result(
     extra: Mapping[str, Any] | None = None,
 ) -> CallToolResult:
     """An `isError` result carrying the error envelope (see the module docstring for where);
-    `report` is structured content that fits the tool's output schema, sent instead of none;
+    `report` is structured content that fits the tool's output schema, sent instead of none
+    (with the envelope's body as its `error` when that schema declares one: `ERROR_BODY_SCHEMA`);
     `extra` are keys beside `error` (never `error` itself); a `SkillsError`'s `content` items
     follow the envelope's text."""
     envelope: dict[str, Any] = dict(
@@ -89,12 +91,28 @@ def error_result(
     content: list[ContentBlock] = [TextContent(type="text", text=text)]
     if isinstance(error, SkillsError):
         content += [item for item in error.content if _is_content(item)]
-    structured = report if report is not None else (envelope if output_schema is None else None)
+    structured: dict[str, Any] | None = envelope if output_schema is None else None
+    if report is not None:  # it fits the schema; with the schema's `error` property, the body too
+        structured = {**report, "error": envelope["error"]} if _declares_error(output_schema) else report
     return CallToolResult(content=content, structured_content=structured, is_error=True)
+
+
+def _declares_error(schema: dict[str, Any] | None) -> bool:
+    properties: Any = (schema or {}).get("properties")
+    return isinstance(properties, dict) and "error" in properties
 
 
 def _is_content(item: Any) -> bool:
     return isinstance(item, TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource)
+
+
+def unbound(result: CallToolResult) -> CallToolResult:
+    """A failed result of ours as a tool without an outputSchema sends it: the envelope (with
+    its keys beside `error`) as structured content too (`call_skill` relaying a skill's)."""
+    first = result.content[0] if result.content else None
+    if result.structured_content is not None or envelope_of(result) is None or not isinstance(first, TextContent):
+        return result
+    return result.model_copy(update={"structured_content": json.loads(first.text)})
 
 
 def envelope_of(result: CallToolResult) -> ErrorBody | None:

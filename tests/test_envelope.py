@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from anyio.streams.text import TextReceiveStream
 from fixtures.adapter_support import fixture_stdio
@@ -111,6 +112,49 @@ async def test_every_kind_of_failure_is_one_envelope_and_the_server_goes_on(tmp_
             declared = tools.get(name) is not None and tools[name].output_schema is not None
             assert (result.structured_content is None) == declared, "structured only where no outputSchema binds it"
             assert (await other.call_tool("adder", {"a": 1})).structured_content == {"sum": 2}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_call_skill_relays_a_failure_as_the_envelope_in_structured_content_and_bound_tools_keep_theirs(
+    tmp_path: Path, mode: str
+) -> None:
+    server = create_server(skill_dirs=[_skills(tmp_path / "skills")], catalogue="on")
+    async with Client(server, mode=mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        invalid = await client.call_tool("call_skill", {"name": "adder", "arguments": {"a": "two"}})
+        deep = await client.call_tool("call_skill", {"name": "json-query", "arguments": {"query": "a", "data": DEEP}})
+        unsearched = await client.call_tool("find_skills", {"limit": 3})
+        unknown = await client.call_tool("read_skill", {"name": "addr"})
+    assert tools["call_skill"].output_schema is None  # so its failures carry the envelope as structured content
+    for result, kind in ((invalid, "invalid_arguments"), (deep, "limit_exceeded")):
+        error = envelope(result)
+        assert error["type"] == kind and result.structured_content == {"error": error}
+    missing = envelope(unsearched)  # find_skills and read_skill declare an outputSchema: the text only
+    assert (missing["type"], missing["where"], unsearched.structured_content) == ("invalid_arguments", "query", None)
+    assert (envelope(unknown)["type"], unknown.structured_content) == ("unknown_tool", None)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_meta_tool_failure_report_fits_its_output_schema_and_carries_the_envelope(
+    home: Path, mode: str
+) -> None:
+    server = create_server(home=home)  # no model provider: create_skill and plan_and_run cannot start
+    async with Client(server, mode=mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        results = {
+            "create_skill": await client.call_tool("create_skill", {"request": "a skill that greets"}),
+            "plan_and_run": await client.call_tool("plan_and_run", {"request": "count the words of a text"}),
+            "register_pipeline": await client.call_tool("register_pipeline", {"yaml": "id: a\nsteps: []\n"}),
+        }
+    for name, result in results.items():
+        error = envelope(result, report=True)
+        report = result.structured_content
+        assert report is not None and report["error"] == error, name
+        jsonschema.validate(report, tools[name].output_schema)  # a strict client accepts it
+    assert envelope(results["create_skill"], report=True)["type"] == "skill_failed"
+    assert results["create_skill"].structured_content["created"] is False  # type: ignore[index]
+    assert "no model provider" in results["plan_and_run"].structured_content["issues"][0]  # type: ignore[index]
+    assert envelope(results["register_pipeline"], report=True)["type"] == "invalid_arguments"
 
 
 @pytest.mark.parametrize("mode", ERAS)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, get_args
 
 __all__ = [
+    "ERROR_BODY_SCHEMA",
     "ERROR_ENVELOPE_SCHEMA",
     "ERROR_TYPES",
     "ArgumentsError",
@@ -294,6 +295,10 @@ ERROR_ENVELOPE_SCHEMA: dict[str, Any] = {
 }
 """JSON Schema of `ErrorEnvelope` (for documentation and tests): the body has exactly its five
 keys; beside `error`, a result may carry more (a failed run's `usage`, `run_id`, `outputs`)."""
+
+ERROR_BODY_SCHEMA: dict[str, Any] = ERROR_ENVELOPE_SCHEMA["properties"]["error"]
+"""JSON Schema of `ErrorBody`: a meta tool's output schema declares it as its optional `error`
+property, so that its failure report carries the envelope's body in structured content too."""
 
 
 # -- plain text ----------------------------------------------------------------------------------
