@@ -440,7 +440,7 @@ class OrchestratorServer(MCPServer):
         return [
             MCPResource(
                 uri=f"skill://{skill.name}/SKILL.md",
-                name=f"{skill.name}/SKILL.md",
+                name=skill.name,  # the frontmatter name (SEP-2640: clients match the two)
                 title=f"{skill.title or skill.name}: SKILL.md",
                 description=skill.description,
                 mime_type="text/markdown",
