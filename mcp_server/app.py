@@ -804,9 +804,10 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
 
 
 def _without_prefix(message: str, logger: str) -> str:
-    """`message` without a leading `<logger>: ` (or `<logger> `): the logger is shown beside it."""
-    if message.startswith(logger) and message[len(logger) : len(logger) + 1] in (":", " "):
-        rest = message[len(logger) :].lstrip(": ")
+    """`message` without a leading `<logger>: `: the logger is shown beside it. (Only with the
+    colon: "count 3 files" from a skill named `count` is a sentence, not a prefix.)"""
+    if message.startswith(f"{logger}:"):
+        rest = message[len(logger) + 1 :].lstrip()
         return rest or message
     return message
 

@@ -116,6 +116,8 @@ async def test_directory_read_lists_direct_children_and_refuses_what_is_not_a_di
     }
     assert [r["uri"] for r in assets["resources"]] == ["skill://pdf/assets/font.ttf"]  # .env.example is hidden
     assert refused == [-32602] * 4
+    # cacheable like every listing of the 2026-07-28 era (the Inspector refuses the result without)
+    assert root["ttlMs"] > 0 and root["cacheScope"] in ("private", "public")
 
 
 async def test_handshake_era_clients_keep_tools_prompts_and_resources(repo: Path) -> None:

@@ -184,6 +184,11 @@ class _Methods:
             out["nextCursor"] = str(start + _LIST_PAGE)
         return out
 
+    def _output_schema(self, tool: str) -> dict[str, Any] | None:
+        """The tool's outputSchema, which a failure's structured content must not break."""
+        target = self.service.targets(tool) if self.service.targets is not None else None
+        return getattr(target, "output_schema", None)
+
     async def result(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             raise _removed("tasks/result")  # whatever the id: the method is not there to look it up
@@ -207,7 +212,7 @@ class _Methods:
         if record.result is not None:
             return {**record.result, "_meta": {**(record.result.get("_meta") or {}), **related}}
         if record.status == "cancelled":  # the client still gets a result: the call's `cancelled` envelope
-            return {**_cancelled(record), "_meta": related}
+            return {**_cancelled(record, self._output_schema(record.tool)), "_meta": related}
         error = record.error or {"code": -32603, "message": record.status_message or f"task {record.status}"}
         raise MCPError(code=int(error.get("code", -32603)), message=str(error.get("message")), data=error.get("data"))
 
@@ -233,12 +238,13 @@ def _check_routing_header(ctx: Any, params: TaskParams) -> None:
         )
 
 
-def _cancelled(record: TaskRecord) -> dict[str, Any]:
+def _cancelled(record: TaskRecord, output_schema: dict[str, Any] | None) -> dict[str, Any]:
     """The result of a cancelled task: the `cancelled` error envelope, naming the run that resumes it."""
     resume = f"`orchestrator runs resume {record.run_id}` continues its run" if record.run_id else "call it again"
     why = (record.status_message or "cancelled").split(";")[0]
     error = SkillCancelledError(f"the task of '{record.tool}' stopped before it finished: {why}", hint=resume)
-    return error_result(error).model_dump(by_alias=True, mode="json", exclude_none=True)
+    result = error_result(error, output_schema=output_schema)
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 async def _ask_client(ctx: Any, execution: Execution, task_id: str) -> None:
