@@ -24,6 +24,7 @@ dropped connection), and a request the client cancelled gets no response.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -185,9 +186,11 @@ class StatelessManager(StreamableHTTPSessionManager):
     Stateless, every POST is served by a server of its own, so the SDK delivers a cancellation
     (a POST of its own) to a server that never saw the request and it is ignored: the call runs
     on. Here a POST carrying a request is remembered by (client, request id) while it is served;
-    a POST carrying `notifications/cancelled` for that id from the same client (`client_of`)
-    cancels it: the call is stopped as a cancelled call is (its skill or upstream told), and its
-    response stream ends without a response (a cancelled request gets none).
+    a POST carrying `notifications/cancelled` for that id from the same client (`client_of`, and
+    the same `Authorization` header: one address may be many clients behind a proxy) cancels
+    it: the call is stopped as a cancelled call is (its skill or upstream told), and its response
+    stream ends without a response (a cancelled request gets none). Clients that share an address
+    and a credential share request ids too: a client's cancellation names its own latest one.
     """
 
     def __init__(self, app: Any, **options: Any) -> None:
@@ -199,7 +202,7 @@ class StatelessManager(StreamableHTTPSessionManager):
     ) -> None:
         body, receive = await _buffered(receive)
         message = _json_object(body)
-        client = client_of(scope)
+        client = _caller(scope)
         if message.get("method") == "notifications/cancelled":
             params: Any = message.get("params")
             named: Any = cast(dict[str, Any], params).get("requestId") if isinstance(params, dict) else None
@@ -233,6 +236,12 @@ class StatelessManager(StreamableHTTPSessionManager):
         if call.cancelled_caught and not ended:  # the stream ends cleanly, without a response
             with anyio.CancelScope(shield=True), suppress(OSError, RuntimeError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _caller(scope: Scope) -> str:
+    """Who a stateless request is from: its client and a digest of its credential (if any)."""
+    credential = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+    return f"{client_of(scope)} {hashlib.sha256(credential).hexdigest()[:16] if credential else '-'}"
 
 
 async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
