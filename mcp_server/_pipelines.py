@@ -131,7 +131,7 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
             + "; validate_pipeline checks a pipeline without saving it",
             error_type="invalid_arguments",
             where=f"yaml:{first.line}:{first.col}" if first else "yaml",
-            output_schema=REGISTER_OUTPUT,
+            output_schema=META_TOOLS["register_pipeline"].tool.output_schema,
             report={"registered": False, "issues": _issues(exc.issues), "report": report, **extra},
         )
     except PipelineError as exc:
@@ -140,7 +140,7 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
             exc.hint,
             error_type="invalid_arguments",
             where="yaml",
-            output_schema=REGISTER_OUTPUT,
+            output_schema=META_TOOLS["register_pipeline"].tool.output_schema,
             report={"registered": False, "issues": [], "report": str(exc), **extra},
         )
     data = {"registered": True, "id": skill.name, "file": str(skill.file), "help": help_ or help_text(skill.spec)}
@@ -201,22 +201,20 @@ META_TOOLS: dict[str, MetaTool] = {
                 "required": ["yaml"],
                 "additionalProperties": False,
             },
-            output_schema=(
-                REGISTER_OUTPUT := {
-                    "type": "object",
-                    "properties": {
-                        "registered": {"type": "boolean"},
-                        "id": {"type": "string"},
-                        "file": {"type": "string"},
-                        "help": {"type": "string"},
-                        "issues": {"type": "array", "items": _ISSUE},
-                        "report": {"type": "string"},
-                        "created_skills": _CREATED,
-                        "error": ERROR_BODY_SCHEMA,
-                    },
-                    "required": ["registered"],
-                }
-            ),
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "registered": {"type": "boolean"},
+                    "id": {"type": "string"},
+                    "file": {"type": "string"},
+                    "help": {"type": "string"},
+                    "issues": {"type": "array", "items": _ISSUE},
+                    "report": {"type": "string"},
+                    "created_skills": _CREATED,
+                    "error": ERROR_BODY_SCHEMA,
+                },
+                "required": ["registered"],
+            },
             annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
         ),
         _register,

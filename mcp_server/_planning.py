@@ -51,7 +51,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
             "each case is {arguments: {...}, expected: ...} or with checks",
             error_type="invalid_arguments",
             where="test_cases",
-            output_schema=CREATE_OUTPUT,
+            output_schema=CREATE.tool.output_schema,
             report={"created": False, "stage": "request", "reasons": [message]},
         )
 
@@ -71,7 +71,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         )
     except SkillsError as exc:  # before any stage ran (no model, a name taken)
         report = {"created": False, "stage": "request", "reasons": [exc.message]}
-        return error_result(exc, output_schema=CREATE_OUTPUT, report=report)
+        return error_result(exc, output_schema=CREATE.tool.output_schema, report=report)
     data = creation.as_dict()
     if creation.created:
         return structured(data)
@@ -80,7 +80,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         "the result's files and tests show what was made; change the request or give test_cases and call again",
         error_type="skill_failed",
         where=f"stage {data['stage']}",
-        output_schema=CREATE_OUTPUT,
+        output_schema=CREATE.tool.output_schema,
         report=data,
     )
 
@@ -104,7 +104,7 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
         )
     except SkillsError as exc:  # before a pipeline was written (no model)
         report = {"status": "failed", "iterations": 0, "pipeline_yaml": "", "issues": [exc.message]}
-        return error_result(exc, output_schema=PLAN_OUTPUT, report=report)
+        return error_result(exc, output_schema=PLAN.tool.output_schema, report=report)
     if data["status"] != "failed":
         return structured(data)
     found: list[Any] = data.get("issues") or []
@@ -114,7 +114,7 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
         "the result's pipeline_yaml and history show how far it got; rephrase the request or raise max_fixes",
         error_type="skill_failed",
         where=f"iteration {data.get('iterations', 0)}",
-        output_schema=PLAN_OUTPUT,
+        output_schema=PLAN.tool.output_schema,
         report=data,
     )
 
@@ -159,27 +159,25 @@ CREATE = MetaTool(
             "required": ["request"],
             "additionalProperties": False,
         },
-        output_schema=(
-            CREATE_OUTPUT := {
-                "type": "object",
-                "properties": {
-                    "created": {"type": "boolean"},
-                    "stage": {"type": "string"},
-                    "name": nullable({"type": "string"}),
-                    "reasons": {"type": "array", "items": {"type": "string"}},
-                    "files": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "tests": {"type": "array", "items": {"type": "object"}},
-                    "tests_passed": {"type": "integer"},
-                    "tests_total": {"type": "integer"},
-                    "review": nullable({"type": "object"}),
-                    "usage": {"type": "object"},
-                    "path": {"type": "string"},
-                    "published": {"type": "boolean"},
-                    "error": ERROR_BODY_SCHEMA,
-                },
-                "required": ["created", "stage", "reasons"],
-            }
-        ),
+        output_schema={
+            "type": "object",
+            "properties": {
+                "created": {"type": "boolean"},
+                "stage": {"type": "string"},
+                "name": nullable({"type": "string"}),
+                "reasons": {"type": "array", "items": {"type": "string"}},
+                "files": {"type": "object", "additionalProperties": {"type": "string"}},
+                "tests": {"type": "array", "items": {"type": "object"}},
+                "tests_passed": {"type": "integer"},
+                "tests_total": {"type": "integer"},
+                "review": nullable({"type": "object"}),
+                "usage": {"type": "object"},
+                "path": {"type": "string"},
+                "published": {"type": "boolean"},
+                "error": ERROR_BODY_SCHEMA,
+            },
+            "required": ["created", "stage", "reasons"],
+        },
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
         ),
@@ -227,28 +225,26 @@ PLAN = MetaTool(
             "required": ["request"],
             "additionalProperties": False,
         },
-        output_schema=(
-            PLAN_OUTPUT := {
-                "type": "object",
-                "properties": {
-                    "status": {"type": "string", "enum": ["complete", "needs_fix", "failed"]},
-                    "iterations": {"type": "integer"},
-                    "pipeline_yaml": {"type": "string"},
-                    "pipeline_id": nullable({"type": "string"}),
-                    "outputs": {**ANY_JSON, "description": "The final run's outputs."},
-                    "run_id": nullable({"type": "string"}),
-                    "review": nullable(_REVIEW),
-                    "history": {"type": "array", "items": {"type": "object"}},
-                    "issues": {"type": "array", "items": {"type": "string"}},
-                    "usage": {"type": "object"},
-                    "registered": {"type": "boolean"},
-                    "tool": {"type": "string"},
-                    "register_error": {"type": "string"},
-                    "error": ERROR_BODY_SCHEMA,
-                },
-                "required": ["status", "iterations", "pipeline_yaml"],
-            }
-        ),
+        output_schema={
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["complete", "needs_fix", "failed"]},
+                "iterations": {"type": "integer"},
+                "pipeline_yaml": {"type": "string"},
+                "pipeline_id": nullable({"type": "string"}),
+                "outputs": {**ANY_JSON, "description": "The final run's outputs."},
+                "run_id": nullable({"type": "string"}),
+                "review": nullable(_REVIEW),
+                "history": {"type": "array", "items": {"type": "object"}},
+                "issues": {"type": "array", "items": {"type": "string"}},
+                "usage": {"type": "object"},
+                "registered": {"type": "boolean"},
+                "tool": {"type": "string"},
+                "register_error": {"type": "string"},
+                "error": ERROR_BODY_SCHEMA,
+            },
+            "required": ["status", "iterations", "pipeline_yaml"],
+        },
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
         ),
