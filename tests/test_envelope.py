@@ -79,6 +79,15 @@ def _skills(root: Path) -> Path:
     return root
 
 
+PY_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/weather/stations.py", line 41, in reading\n'
+    "    return READINGS[city]\n"
+    "           ~~~~~~~~^^^^^^\n"
+    "ValueError: no reading for 'Atlantis'"
+)
+"""What a server that puts its traceback into its error text sends."""
+
 DEEP: list[Any] = [1]
 for _ in range(70):  # deeper than the 64 levels arguments may nest
     DEEP = [DEEP]
@@ -245,6 +254,7 @@ async def test_a_failed_imported_tool_is_the_envelope_in_its_own_words_and_a_dea
         pictured = await client.call_tool("fx_boom", {"message": "the station is closed"})
         boxed = await client.call_tool("fx_boom_rich", {})
         schema_bound = await client.call_tool("fx_fail", {"message": "nope"})
+        traced = await client.call_tool("fx_fail", {"message": PY_TRACEBACK})
         with anyio.fail_after(10):
             died = await client.call_tool("fx_die_loudly", {})
     said = envelope(pictured)  # no outputSchema: the envelope is the structured content too
@@ -258,6 +268,9 @@ async def test_a_failed_imported_tool_is_the_envelope_in_its_own_words_and_a_dea
     assert not any(mark in boxed.content[0].text for mark in ("\x1b", "\u2502", "\u2771", "\u256d"))
     bound = envelope(schema_bound)  # an outputSchema: the envelope travels as the text only
     assert schema_bound.structured_content is None and bound["message"] == "Error executing tool fail: nope"
+    python = envelope(traced)  # a Python traceback after words of the server's own: no frames, the place kept
+    assert python["message"] == "Error executing tool fail: ValueError: no reading for 'Atlantis'"
+    assert python["where"] == "upstream server 'fx': stations.py:41 in reading"
     gone = envelope(died)
     assert (gone["type"], gone["retryable"], gone["where"]) == ("not_connected", True, "upstream server 'fx'")
     assert "LookupError: no station for Atlantis (at server.py:213 in call_tool)" in gone["message"]

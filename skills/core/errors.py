@@ -376,8 +376,13 @@ def plain_text(text: str) -> PlainText:
                 traceback = True
                 where = _place(found["file"], found["line"], found["func"])
             continue
-        if line.lstrip(" +|").startswith(_CHAINED):
+        head = line.lstrip(" +|")
+        marker = next((m for m in _CHAINED if m in head), None)
+        if marker is not None:  # a traceback starts (maybe after words of its own: "Error ...: Traceback")
             traceback = in_traceback = True
+            before = head[: head.index(marker)].strip().rstrip(":").strip()
+            if before:
+                lines.append(before)
             continue
         if in_traceback and line[:1].isspace():  # a frame and its source line, or a caret line
             found = _PY_FRAME.match(line)
