@@ -30,7 +30,9 @@ from mcp_types import CallToolResult, TextContent
 
 from pipelines.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillCancelledError
+from skills.core._schema import nullable
 from skills.core.base import LogFn, LogLevel, ProgressFn
+from skills.core.errors import error_envelope
 
 from ._results import error_result
 from .tasks import RUN_IDS_KEY
@@ -54,7 +56,7 @@ _HANDLE_FIELDS: dict[str, Any] = {
     "run_id": {"type": "string", "description": "Identifier of this run (get_run, cancel_run, runs show)."},
     "status": {"type": "string", "enum": ["running"], "description": "`running`: the call answered with a handle."},
     "progress": {
-        "type": ["object", "null"],
+        **nullable({"type": "object"}),
         "description": "The run's latest progress: {progress, total, message}.",
     },
     "hint": {"type": "string", "description": "How to follow the run."},
@@ -235,9 +237,7 @@ class RunHandles:
         assert self.store is not None
         result = live.result
         if result is None:
-            envelope = dict(
-                error_result(SkillCancelledError(f"run {live.run_id} was cancelled")).structured_content or {}
-            )
+            envelope = error_envelope(SkillCancelledError(f"run {live.run_id} was cancelled", hint="call it again"))
             self.store.finish(live.own_id, "cancelled", error="cancelled", envelope=envelope)
             return
         data = _data_of(result)

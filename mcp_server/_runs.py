@@ -26,7 +26,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from pipelines.runs import LOCAL, STARTED_BY_KEY, RunRecord, may_see
-from skills.core._schema import nullable
+from skills.core._schema import ANY_JSON, nullable
 
 from ._handles import HANDLES_KEY, RunHandles
 from ._meta import MetaTool, structured
@@ -245,7 +245,7 @@ RUN_META_TOOLS: dict[str, MetaTool] = {
                     **_SUMMARY["properties"],
                     "duration": {"type": "number"},
                     "steps": {"type": "array", "items": _STEP},
-                    "outputs": {"description": "The run's outputs (once it succeeded)."},
+                    "outputs": {**ANY_JSON, "description": "The run's outputs (once it succeeded)."},
                     "usage": {"type": "object"},
                     "error": {"type": "object", "description": "The error envelope's body (once it failed)."},
                 },

@@ -3,7 +3,7 @@
 A host that caps a tool call at a minute and speaks no tasks still gets a long pipeline's outputs:
 the call answers `{run_id, status: "running", progress, hint}` after `--handle-after` seconds and
 the run goes on; `get_run` (with `wait`) returns the outputs, `cancel_run` stops it. The time
-scale is the server's flag: `--handle-after 1` and a client giving up after 5 s behave as 45 s and
+scale is the server's flag: `--handle-after 1` and a client giving up after 20 s behave as 45 s and
 60 s do. The long steps wait for a marker file the test creates once it holds the handle, so the
 run is surely still running when the handle arrives (no sleeps).
 """
@@ -25,7 +25,7 @@ from mcp_server import create_server
 from pipelines.runs import RunStore
 
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
-CLIENT_TIMEOUT = 5.0
+CLIENT_TIMEOUT = 20.0
 """The client's read timeout: the call must answer (with its handle) before it."""
 
 SLOW = """
