@@ -52,6 +52,9 @@ DEFAULT_HANDLE_AFTER = 45.0
 HANDLES_KEY = "run_handles"
 """`ctx.extras` key: the server's `RunHandles` (the run meta tools cancel and wait through it)."""
 
+_STOP_WAIT = 10.0
+"""Seconds a cancelled call waits for its work to stop and record how it ended."""
+
 _HANDLE_FIELDS: dict[str, Any] = {
     "run_id": {"type": "string", "description": "Identifier of this run (get_run, cancel_run, runs show)."},
     "status": {"type": "string", "enum": ["running"], "description": "`running`: the call answered with a handle."},
@@ -99,6 +102,7 @@ class LiveRun:
         self._log_sink: LogFn | None = ctx.log_fn
         self._scope = anyio.CancelScope()
         self._task: asyncio.Task[None] | None = None
+        self.finished_callbacks: list[Callable[[], None]] = []
 
     @property
     def run_id(self) -> str:
@@ -144,6 +148,8 @@ class LiveRun:
                     await ended(self)
                 finally:
                     self.finished.set()
+                    for callback in self.finished_callbacks:
+                        callback()
 
     async def wait_closed(self) -> None:
         if self._task is not None:
@@ -158,6 +164,8 @@ class RunHandles:
         self.store = store
         self.live: dict[str, LiveRun] = {}
         """Runs handed over and still running here, by run id (cancel and wait find them here)."""
+        self.running: set[LiveRun] = set()
+        """Every long call under way here, handed over or not (stopped when the server stops)."""
 
     def applies(self, target: CallTarget) -> bool:
         return self.after > 0 and target.may_task and self.store is not None
@@ -178,12 +186,16 @@ class RunHandles:
             live.run_ids = given  # pyright: ignore[reportUnknownMemberType]  # the caller's list of run ids
         else:
             ctx.extras[RUN_IDS_KEY] = live.run_ids
+        self.running.add(live)
+        live.finished_callbacks = [lambda: self.running.discard(live)]
         live.start(body, self._ended)
         try:
             with anyio.move_on_after(self.after):
                 await live.finished.wait()
         except BaseException:  # the request was cancelled before a handle: its work stops with it
             live.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_WAIT):
+                await live.finished.wait()  # its run is recorded cancelled before the request ends
             raise
         if live.finished.is_set():
             return live.result or _cancelled(target)
@@ -272,8 +284,8 @@ class RunHandles:
         return True
 
     async def aclose(self) -> None:
-        """Stop every run handed over here (the server is stopping): they are recorded cancelled."""
-        live = list(self.live.values())
+        """Stop every long call under way here (the server is stopping): they are recorded cancelled."""
+        live = list(self.running)
         for run in live:
             run.cancel()
         with anyio.move_on_after(10, shield=True):
