@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 _LAZY = {
     "ElicitationForward": "_forward",
+    "input_round_of": "context",
+    "request_of": "context",
     "SamplingForward": "_forward",
     "DEFAULT_TIMEOUT": "config",
     "ServerConfig": "config",
@@ -33,6 +35,7 @@ server start) does not pay for the MCP adapter's modules when no upstream is con
 if TYPE_CHECKING:
     from ._forward import ElicitationForward, SamplingForward
     from .config import DEFAULT_TIMEOUT, ServerConfig, TransportKind, load_servers_config, parse_servers_config
+    from .context import input_round_of, request_of
     from .errors import (
         ServerConfigError,
         UpstreamCallError,
@@ -69,7 +72,9 @@ __all__ = [
     "UpstreamError",
     "UpstreamTimeoutError",
     "UpstreamUnavailableError",
+    "input_round_of",
     "load_servers_config",
     "parse_servers_config",
+    "request_of",
     "test_server",
 ]

@@ -140,6 +140,11 @@ class MCPSkillAdapter:
             return None
         return max(self.retry_at - anyio.current_time(), 0.0)
 
+    @property
+    def first_connection(self) -> bool:
+        """Whether the upstream is making its first connection attempt (or has not started yet)."""
+        return self.state in ("idle", "starting") and self.connections == 0 and self.last_error is None
+
     def status(self) -> dict[str, Any]:
         """For `orchestrator servers list`: state, tool count, last error, where it runs."""
         retry = self.retry_in()
@@ -368,7 +373,7 @@ class MCPSkillAdapter:
         """Call `tool` upstream within the config's timeout; progress, sampling and logs go to `ctx`."""
         client, lost = self._client, self._lost
         if client is None or lost is None or self.state != "connected":
-            raise self._unavailable()
+            raise self.unavailable()
         clock = CallClock(self.config.timeout)
         call = InFlight(tool, ctx, clock)
         result: CallToolResult | None = None
@@ -409,7 +414,8 @@ class MCPSkillAdapter:
             hint="it is being reconnected; call again in a moment",
         )
 
-    def _unavailable(self) -> UpstreamUnavailableError:
+    def unavailable(self) -> UpstreamUnavailableError:
+        """The error of a call while not connected: why, and when the next attempt is."""
         retry = self.retry_in()
         if self.state == "retrying":
             why = f"{self.last_error or 'its connection ended'}; retrying in {retry:.1f}s"

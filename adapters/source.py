@@ -3,6 +3,10 @@
 The server adds the source to its Catalog and runs `source.run(catalog)` as a background
 task. Every upstream starts concurrently, and none delays our own `initialize`: the tools of
 an upstream appear when it is ready, with `tools/list_changed` (the Catalog's listeners).
+Many clients list the tools once and never again (one-shot clients, hosts that ignore
+`list_changed`), so for `connect_grace` seconds after the start a listing may wait for the
+upstreams' first connection (`wait_started`); a call of a tool whose upstream is not
+connected says so (`not_connected`), never that the tool does not exist.
 Names are assigned across all upstreams of the file, so two servers exporting the same
 name get deterministic, distinct names.
 """
@@ -22,13 +26,16 @@ from skills import Catalog, LoadProblem, Skill, SkillProvider
 from ._names import could_publish
 from ._outcomes import describe_error
 from .config import ServerConfig, load_servers_config
-from .errors import ServerConfigError
+from .errors import ServerConfigError, UpstreamUnavailableError
 from .mcp_adapter import DEFAULT_BACKOFF, DEFAULT_CONNECT_TIMEOUT, MCPSkillAdapter
 from .skill import RemoteSkill, build_skills
 
-__all__ = ["ServerSource", "test_server"]
+__all__ = ["DEFAULT_CONNECT_GRACE", "ServerSource", "test_server"]
 
 log = logging.getLogger("adapters.source")
+
+DEFAULT_CONNECT_GRACE = 3.0
+"""Seconds after the start during which a tool listing waits for upstreams still connecting."""
 
 
 class ServerSource:
@@ -43,8 +50,11 @@ class ServerSource:
         backoff: tuple[float, float] = DEFAULT_BACKOFF,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         client_info: Implementation | None = None,
+        connect_grace: float = DEFAULT_CONNECT_GRACE,
     ) -> None:
         self.label = label
+        self.connect_grace = connect_grace
+        """Seconds after `run()` starts during which `wait_started` waits for first connections."""
         self._problems = list(problems)
         self.adapters: dict[str, MCPSkillAdapter] = {}
         for config in configs:
@@ -60,6 +70,9 @@ class ServerSource:
         self._collisions: set[str] = set()
         self._dirty: anyio.Event | None = None
         self._pending = False
+        self._refreshing = False
+        self._started: float | None = None
+        self._news: anyio.Event | None = None
 
     @classmethod
     def from_file(cls, path: Path, **options: Any) -> ServerSource:
@@ -124,6 +137,7 @@ class ServerSource:
         child terminated.
         """
         self._dirty = anyio.Event()
+        self._started = anyio.current_time()
         if self._pending:
             self._dirty.set()
         async with anyio.create_task_group() as tg:
@@ -131,16 +145,63 @@ class ServerSource:
                 tg.start_soon(adapter.run, name=f"upstream {adapter.name}")
             while True:
                 await self._dirty.wait()
-                self._dirty, self._pending = anyio.Event(), False
-                changed = await catalog.refresh([self])
-                if changed and dependents:  # verified against the Catalog as it is now, with the new tools
-                    await catalog.refresh(list(dependents))
+                self._dirty, self._pending, self._refreshing = anyio.Event(), False, True
+                try:
+                    changed = await catalog.refresh([self])
+                    if changed and dependents:  # verified against the Catalog as it is now, with the new tools
+                        await catalog.refresh(list(dependents))
+                finally:
+                    self._refreshing = False
+                    self._tell()
                 if after_refresh is not None:
                     after_refresh()
+
+    async def wait_started(self, names: Iterable[str] | None = None) -> None:
+        """Within the connect grace: wait until the Catalog has the tools of every upstream that
+        is still making its first connection (of those that could publish one of `names`, when
+        given), or until the grace is over. Returns at once after the grace, or when not running.
+
+        An upstream whose first attempt failed is not waited for: it is retried in the background.
+        """
+        if self._started is None:
+            return
+        remaining = self._started + self.connect_grace - anyio.current_time()
+        if remaining <= 0:
+            return
+        wanted = None if names is None else list(names)
+        with anyio.move_on_after(remaining):
+            while self._waits_for(wanted):
+                if self._news is None:
+                    self._news = anyio.Event()
+                await self._news.wait()
+
+    def _waits_for(self, names: list[str] | None) -> bool:
+        if self._pending or self._refreshing:
+            return True
+        adapters = self.adapters.values() if names is None else self.adapters_for(names)
+        return any(a.first_connection for a in adapters)
+
+    def _tell(self) -> None:
+        news, self._news = self._news, None
+        if news is not None:
+            news.set()
+
+    def not_connected(self, name: str) -> UpstreamUnavailableError | None:
+        """Why `name` is not published when it is the tool of an upstream that is not connected:
+        an enabled server whose namespace prefix the name has (None when there is none, or when
+        every such server is connected, and so does not have the tool)."""
+        for adapter in self.adapters.values():
+            config = adapter.config
+            if not (config.enabled and config.namespace and could_publish(config.namespace, name)):
+                continue
+            if adapter.state != "connected":
+                return adapter.unavailable()
+        return None
 
     def _adapter_changed(self, adapter: MCPSkillAdapter) -> None:
         key = tuple((a.name, a.tools_version) for a in self.adapters.values())
         if key == self._key:
+            self._tell()  # a state change only (a first attempt failed): a listing may stop waiting
             return
         self._pending = True
         if self._dirty is not None:

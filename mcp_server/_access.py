@@ -12,6 +12,7 @@ does not answer in time, or answers nonsense, gets the server's roots and a log 
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from adapters.context import request_of
 from skills import Home, SkillContext
 from skills.core.roots import AllowedRoots, current_roots
 from skills.executors.isolation import IsolationSettings, budget_support, load_settings, probe
@@ -35,6 +37,8 @@ log = logging.getLogger("mcp_server.access")
 
 ROOTS_TIMEOUT = 10.0
 """Seconds a client has to answer roots/list."""
+PROBE_DELAY = 2.0
+"""Seconds `Access.report` waits at most for the first tools/list before it probes bwrap."""
 
 
 class Access:
@@ -57,8 +61,18 @@ class Access:
             "notifications/roots/list_changed", types.NotificationParams, self._on_roots_changed
         )
 
-    def report(self) -> None:
-        """Say once at start-up how subprocesses of skills will be confined (this probes bwrap)."""
+    def report(self, begin: threading.Event | None = None, *, at_most: float = PROBE_DELAY) -> None:
+        """Say once at start-up how subprocesses of skills will be confined (this probes bwrap).
+
+        The per-call budgets are prepared first (on cgroup v2 the server moves into a leaf of its
+        own cgroup, before any call starts a process). The bwrap probe, a real jail whose processes
+        take ~0.2 s of the machine, waits for `begin` (set once the first tools/list is answered)
+        or `at_most` seconds: on a busy machine it would otherwise compete with the start-up a
+        client is waiting for. A call that needs confinement sooner probes by itself.
+        """
+        budgets = budget_support()  # on cgroup v2 this moves the server into a leaf of its own cgroup, once
+        if begin is not None:
+            begin.wait(at_most)
         isolation = probe(self.settings)
         if isolation.available:
             log.info("isolation: %s; work directories of %d MiB", isolation.summary(), isolation.disk_mb)
@@ -78,7 +92,6 @@ class Access:
                 isolation.summary(),
                 " (allowed by isolation: allow_unconfined)" if self.settings.allow_unconfined else "",
             )
-        budgets = budget_support()  # on cgroup v2 this moves the server into a leaf of its own cgroup, once
         if budgets.enforced:
             log.info(
                 "per-call budgets: %d MiB and %d processes in total, %s",
@@ -119,7 +132,7 @@ class Access:
         ctx.extras["isolation"] = dict(self._isolation)
 
     async def roots_for(self, context: Any) -> AllowedRoots:
-        request = getattr(context, "request_context", None)
+        request = request_of(context)
         session = getattr(request, "session", None)
         if session is None or not _can_ask_roots(session):
             return self.base

@@ -10,7 +10,7 @@ MCP tasks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
@@ -78,7 +78,9 @@ def _known_model(ctx: SkillContext, model: str) -> None:
 
 
 async def _orchestrate(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from pipelines.router import orchestrate
+    """Only routed work that succeeded is a success; any other end is the error envelope, with the
+    route, the work's result and the usage (the router's included) beside it."""
+    from pipelines.router import orchestrate, orchestrate_failure
 
     schema = ORCHESTRATE.tool.output_schema
     try:
@@ -92,16 +94,9 @@ async def _orchestrate(service: PipelineService, args: dict[str, Any], ctx: Skil
         )
     except SkillsError as exc:
         return error_result(exc, where=exc.where or "the routed work", output_schema=schema)
-    result = data.get("result")
-    failed = isinstance(result, dict) and cast("dict[str, Any]", result).get("status") == "failed"
-    if data["route"] == "planner" and failed:
-        return error_result(
-            "orchestrate: the planner could not write and run a pipeline for the request",
-            "the result's pipeline_yaml and history show how far it got; rephrase the request",
-            error_type="skill_failed",
-            where="route planner",
-            report=data,
-        )
+    failure = orchestrate_failure(data)
+    if failure is not None:
+        return error_result(failure, output_schema=schema)
     return structured(data)
 
 

@@ -151,6 +151,18 @@ def find(skills: list[Skill], query: str, limit: int) -> list[Skill]:
     return [row[2] for row in scored[:limit]]
 
 
+async def _upstream_skill(server: OrchestratorServer, name: str) -> Skill | None:
+    """The skill `name` once the upstream that could publish it has connected (within the
+    connect grace); raises its `not_connected` error while that upstream is not connected."""
+    upstreams = server.servers
+    assert upstreams is not None
+    await upstreams.wait_started([name])
+    skill = server.catalog.find(name)
+    if skill is None and (error := upstreams.not_connected(name)) is not None:
+        raise error
+    return skill
+
+
 async def call_catalogue(
     server: OrchestratorServer, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
 ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
@@ -163,6 +175,8 @@ async def call_catalogue(
             found = find(skills, arguments["query"], arguments.get("limit", 10))
             return structured({"skills": [_summary(s) for s in found], "total": len(skills)})
         skill = server.catalog.find(arguments["name"])
+        if skill is None and server.servers is not None and server.servers.adapters_for([arguments["name"]]):
+            skill = await _upstream_skill(server, arguments["name"])  # connecting: waited for, or not_connected
         if skill is None:
             raise server.catalog.unknown(clip(arguments["name"], 64))
     except SkillsError as exc:

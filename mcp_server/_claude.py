@@ -1,9 +1,11 @@
-"""`orchestrator claude-config`: the Claude Desktop entry that starts this server.
+"""`orchestrator claude-config`: the entry that starts this server, for each MCP host.
 
-Claude Desktop starts MCP servers with a bare environment (a minimal PATH on macOS), so the
-entry names the `orchestrator` program of *this* Python environment by absolute path rather
-than relying on PATH. `--write` merges the entry into the config file of this OS and keeps
-every other key and server the user has there.
+Hosts start MCP servers with a bare environment (a minimal PATH on macOS), so the entry names
+the `orchestrator` program of *this* Python environment by absolute path rather than relying
+on PATH. `--write` merges the entry into the host's config file and keeps every other key and
+server the user has there. The hosts differ in where the file is and in its shape (`HOSTS`):
+Claude Desktop, Claude Code (`.mcp.json`) and Cursor keep servers under `mcpServers`; VS Code
+(`.vscode/mcp.json`) under `servers`, each with a `type`.
 """
 
 from __future__ import annotations
@@ -13,10 +15,22 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-__all__ = ["SERVER_KEY", "ConfigError", "config_path", "merge_entry", "server_entry"]
+__all__ = [
+    "HOSTS",
+    "SERVER_KEY",
+    "ConfigError",
+    "Host",
+    "HostName",
+    "add_command",
+    "config_path",
+    "host_entry",
+    "merge_entry",
+    "server_entry",
+]
 
 SERVER_KEY = "orchestrator"
 """Name of our entry under `mcpServers`."""
@@ -45,6 +59,79 @@ def config_path() -> Path:
     xdg = os.environ.get("XDG_CONFIG_HOME")
     base = Path(xdg) if xdg else Path.home() / ".config"
     return base / "Claude" / "claude_desktop_config.json"
+
+
+HostName = Literal["claude-desktop", "claude-code", "cursor", "vscode"]
+
+
+@dataclass(frozen=True)
+class Host:
+    """An MCP host: where its config file is and how it holds servers."""
+
+    label: str
+    """The host's name in messages."""
+    servers_key: str
+    """The top-level key that maps server names to entries."""
+    typed: bool
+    """Whether each entry says `"type": "stdio"` (VS Code requires it; Claude Code writes it)."""
+    where: str
+    """Where the file is, for people (`~/.cursor/mcp.json`)."""
+    after: str
+    """What to do once it is written."""
+
+    def path(self, name: HostName) -> Path:
+        """The config file `--write` merges into."""
+        if name == "claude-desktop":
+            return config_path()
+        if name == "cursor":
+            return Path.home() / ".cursor" / "mcp.json"
+        if name == "claude-code":
+            return Path.cwd() / ".mcp.json"
+        return Path.cwd() / ".vscode" / "mcp.json"
+
+
+HOSTS: dict[HostName, Host] = {
+    "claude-desktop": Host(
+        "Claude Desktop", "mcpServers", False, "claude_desktop_config.json", "Restart Claude Desktop to load it."
+    ),
+    "claude-code": Host(
+        "Claude Code",
+        "mcpServers",
+        True,
+        ".mcp.json of this project (project scope)",
+        "Start `claude` in this folder; it asks once whether to use the project's servers.",
+    ),
+    "cursor": Host(
+        "Cursor",
+        "mcpServers",
+        False,
+        "~/.cursor/mcp.json (every project; .cursor/mcp.json for one)",
+        "Restart Cursor, then switch the server on in its MCP settings.",
+    ),
+    "vscode": Host(
+        "VS Code",
+        "servers",
+        True,
+        ".vscode/mcp.json of this workspace",
+        "Open the workspace in VS Code and start the server from mcp.json (or the MCP: List Servers command).",
+    ),
+}
+
+
+def host_entry(name: HostName, entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` (from `server_entry`) in the shape the host's file holds."""
+    return {"type": "stdio", **entry} if HOSTS[name].typed else dict(entry)
+
+
+def add_command(entry: dict[str, Any], key: str = SERVER_KEY) -> str:
+    """The `claude mcp add` command line that registers `entry` with Claude Code (project scope)."""
+    import shlex
+
+    words = ["claude", "mcp", "add", "--transport", "stdio", "--scope", "project"]
+    for name, value in cast("dict[str, str]", entry.get("env") or {}).items():
+        words += ["--env", f"{name}={value}"]
+    words += [key, "--", entry["command"], *entry["args"]]
+    return shlex.join(words)
 
 
 def _program() -> tuple[str, list[str]]:
@@ -82,15 +169,18 @@ def server_entry(home: str | Path | None = None, allow_dirs: Sequence[Path] = ()
     return entry
 
 
-def merge_entry(path: Path, entry: dict[str, Any], key: str = SERVER_KEY) -> tuple[bool, Path | None]:
-    """Merge `entry` as `mcpServers[key]` into the config at `path`, keeping everything else.
+def merge_entry(
+    path: Path, entry: dict[str, Any], key: str = SERVER_KEY, *, servers_key: str = "mcpServers", label: str = ""
+) -> tuple[bool, Path | None]:
+    """Merge `entry` as `<servers_key>[key]` into the config at `path`, keeping everything else.
 
     Returns (changed, backup): the file is written only when the entry differs, after copying
     the previous file to `<name>.bak`. A missing file (and its folder) is created.
 
     Raises:
-        ConfigError: the file is not valid JSON, or not shaped like a Claude Desktop config.
+        ConfigError: the file is not valid JSON, or not shaped like the host's config (`label`).
     """
+    label = label or "Claude Desktop"
     config: dict[str, Any] = {}
     existed = path.exists()
     if existed:
@@ -107,14 +197,14 @@ def merge_entry(path: Path, entry: dict[str, Any], key: str = SERVER_KEY) -> tup
         if not isinstance(loaded, dict):
             raise ConfigError(
                 f"{path} holds a JSON {type(loaded).__name__}, not an object; left unchanged",
-                "a Claude Desktop config is a JSON object with an mcpServers key",
+                f"a {label} config is a JSON object with a {servers_key} key",
             )
         config = cast("dict[str, Any]", loaded)
-    servers = config.setdefault("mcpServers", {})
+    servers = config.setdefault(servers_key, {})
     if not isinstance(servers, dict):
         raise ConfigError(
-            f"'mcpServers' in {path} is not an object; left unchanged",
-            'it should look like {"mcpServers": {"name": {"command": ...}}}',
+            f"'{servers_key}' in {path} is not an object; left unchanged",
+            f'it should look like {{"{servers_key}": {{"name": {{"command": ...}}}}}}',
         )
     servers = cast("dict[str, Any]", servers)
     if servers.get(key) == entry:

@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 from mcp_types import CallToolResult, TextContent
 
+from pipelines.asking import ASK_KEY
 from pipelines.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillCancelledError
 from skills.core._schema import nullable
@@ -57,7 +58,7 @@ _STOP_WAIT = 10.0
 
 _HANDLE_FIELDS: dict[str, Any] = {
     "run_id": {"type": "string", "description": "Identifier of this run (get_run, cancel_run, runs show)."},
-    "status": {"type": "string", "enum": ["running"], "description": "`running`: the call answered with a handle."},
+    "status": {"type": "string", "description": "`running`: the call answered with a run handle."},
     "progress": {
         **nullable({"type": "object"}),
         "description": "The run's latest progress: {progress, total, message}.",
@@ -98,6 +99,7 @@ class LiveRun:
         self.handed = False
         self.arguments: dict[str, Any] = {}
         self.progress: dict[str, Any] | None = None
+        self._extras = ctx.extras
         self._progress_sink: ProgressFn | None = ctx.progress_fn
         self._log_sink: LogFn | None = ctx.log_fn
         self._scope = anyio.CancelScope()
@@ -127,8 +129,10 @@ class LiveRun:
             log.log(logging.getLevelNamesMapping()[level.upper()], "%s: %s", self.tool, message)
 
     def detach(self) -> None:
-        """The request answered with the handle: progress and logs no longer go to it."""
+        """The request answered with the handle: progress and logs no longer go to it, and its
+        pipelines' later `ask:` questions wait for `answer_run` (no one is there to ask)."""
         self._progress_sink = self._log_sink = None
+        self._extras.pop(ASK_KEY, None)
 
     def cancel(self) -> None:
         self._scope.cancel()
@@ -226,14 +230,14 @@ class RunHandles:
         self.live[live.run_id] = live
         try:
             if live.kind == "tool" and self.store is not None:
-                arguments = live.arguments
-                start = self.store.start
+                arguments, store, owner = live.arguments, self.store, live.owner
                 artifacts = ctx.artifact_dir or Path()
-                await anyio.to_thread.run_sync(
-                    lambda: start(
-                        live.own_id, target.name, None, arguments, artifacts, started_by=live.owner, kind="tool"
-                    )
-                )
+
+                def record() -> None:
+                    store.start(live.own_id, target.name, None, arguments, artifacts, started_by=owner)
+                    store.set_kind(live.own_id, "tool")
+
+                await anyio.to_thread.run_sync(record)
         finally:
             live.recorded.set()
 

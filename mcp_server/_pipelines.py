@@ -22,6 +22,7 @@ from skills.core._schema import nullable
 from skills.core.errors import clip
 
 from ._agents import AGENT_TOOLS
+from ._asking import ANSWER_TOOLS
 from ._meta import MetaTool, structured
 from ._planning import MODEL_TOOLS
 from ._resources import read_skill_file
@@ -224,6 +225,7 @@ META_TOOLS.update(MODEL_TOOLS)
 META_TOOLS.update(AGENT_TOOLS)
 META_TOOLS.update(RUN_TOOLS)
 META_TOOLS.update(RUN_META_TOOLS)
+META_TOOLS.update(ANSWER_TOOLS)
 
 
 def read_pipeline_resource(service: PipelineService, uri: str, viewer: str = LOCAL) -> tuple[str | bytes, str]:

@@ -81,9 +81,12 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
 
 
 async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from pipelines.planner import plan_and_run
+    """Only a `complete` plan is a success: `needs_fix` and `failed` are the error envelope, with
+    the plan's result (last run id and outputs, the review's issues, history, usage) beside it."""
+    from pipelines.planner import incomplete, plan_and_run
     from skills import SkillsError
 
+    schema = PLAN.tool.output_schema
     try:
         data = await plan_and_run(
             service,
@@ -98,18 +101,11 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
             create_missing=bool(args.get("create_missing")),
         )
     except SkillsError as exc:
-        return error_result(exc)
-    if data["status"] != "failed":
+        return error_result(exc, output_schema=schema)
+    failure = incomplete(data)
+    if failure is None:
         return structured(data)
-    found: list[Any] = data.get("issues") or []
-    issues = [str(i) for i in found]
-    return error_result(
-        "plan_and_run failed: " + ("; ".join(issues) or "no pipeline could be written and run for the request"),
-        "the result's pipeline_yaml and history show how far it got; rephrase the request or raise max_fixes",
-        error_type="skill_failed",
-        where=f"iteration {data.get('iterations', 0)}",
-        report=data,
-    )
+    return error_result(failure, output_schema=schema)
 
 
 CREATE = MetaTool(
@@ -185,8 +181,10 @@ PLAN = MetaTool(
         title="Plan and run",
         description="Have a model write a pipeline for a request from the available skills, fix it until the "
         "verifier accepts it, run it, and let a reviewer model judge the outputs; on `needs_fix` the model "
-        "revises the pipeline and it runs again, up to max_iterations. Returns the status (complete, needs_fix, "
-        "failed), the final pipeline YAML, its outputs and run id; can register the final pipeline as a tool.",
+        "revises the pipeline and it runs again, up to max_iterations. Returns the status (complete), the final "
+        "pipeline YAML, its outputs and run id; can register the final pipeline as a tool. Anything short of "
+        "complete (needs_fix, failed) is an error whose result still holds the last run, the review's issues and "
+        "the usage.",
         input_schema={
             "type": "object",
             "properties": {

@@ -65,9 +65,19 @@ def error_result(
     """An `isError` result carrying the error envelope (see the module docstring for where);
     `report` is structured content that fits the tool's output schema, sent instead of none."""
     envelope = error_envelope(error, error_type=error_type, hint=hint, where=where, retryable=retryable)
-    text = json.dumps(envelope, ensure_ascii=False)
+    text = json.dumps(envelope, ensure_ascii=False, default=str)
     structured = report if report is not None else (dict(envelope) if output_schema is None else None)
+    if structured is None and len(envelope) > 1 and _fits(output_schema, dict(envelope)):
+        structured = dict(envelope)  # a failed run's outputs, summary and usage with it (`SkillsError.attached`)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True)
+
+
+def _fits(schema: dict[str, Any] | None, value: dict[str, Any]) -> bool:
+    try:
+        check_output("result", schema or {}, value)
+    except SkillsError:
+        return False
+    return True
 
 
 def envelope_of(result: CallToolResult) -> ErrorBody | None:

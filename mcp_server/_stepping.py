@@ -117,6 +117,8 @@ async def _run(service: PipelineService, args: dict[str, Any], ctx: SkillContext
         return error_result(exc.message, exc.hint, error_type="invalid_arguments", where="resume", output_schema=schema)
     except SkillsError as exc:
         return error_result(exc, output_schema=schema)
+    if result.get("status") == "waiting" and "question" in result:  # an `ask:` step waits for answer_run
+        return structured(result)
     return structured({"status": "succeeded", "run_id": run_id, "result": result})
 
 
@@ -146,10 +148,13 @@ RUN = MetaTool(
         output_schema={
             "type": "object",
             "properties": {
-                "status": {"type": "string", "enum": ["succeeded", "stopped"]},
+                "status": {"type": "string", "enum": ["succeeded", "stopped", "waiting"]},
                 "run_id": {"type": "string"},
                 "result": {**ANY_JSON, "description": "The pipeline's result (outputs, summary, run_id)."},
                 "stopped_after": {"type": "string", "description": "The step after which you stopped it."},
+                "question": {"type": "string", "description": "What the waiting run asks (answer_run answers it)."},
+                "schema": {"type": "object", "description": "The fields of the answer it waits for."},
+                "step": {"type": "string"},
                 "hint": {"type": "string"},
             },
             "required": ["status", "run_id"],

@@ -9,6 +9,10 @@ upstream connected without the tool, gives the real error then).
 A command of the CLI starts only the upstreams it needs (`needed_servers`): none for a folder
 skill or a pipeline of folder skills, the `time` server for `time_get_current_time` or for a
 pipeline calling it, directly or through another pipeline that is unpublished for that reason.
+
+A call of an unknown name that an upstream could publish (its namespace prefix) waits, within
+the connect grace, for that upstream's first connection; if it is still not connected, the
+call is `not_connected` naming the server (`upstream_target`), never `unknown_tool`.
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+
     from adapters import MCPSkillAdapter
     from pipelines.spec import PipelineSpec
     from skills import LoadProblem
 
     from .app import OrchestratorServer
+    from .tasks import CallTarget
 
-__all__ = ["PendingPipelines", "missing_names", "needed_servers", "unpublished_pipelines"]
+__all__ = ["PendingPipelines", "missing_names", "needed_servers", "unpublished_pipelines", "upstream_target"]
 
 log = logging.getLogger("mcp_server")
 
@@ -92,6 +99,27 @@ def needed_servers(
         return []
     missing = missing_names(server, names, specs)
     return server.servers.adapters_for(missing) if missing else []
+
+
+async def upstream_target(
+    server: OrchestratorServer, name: str, unknown: CallToolResult
+) -> CallTarget | CallToolResult:
+    """The target of a call of `name`, which the Catalog does not have (`unknown` is its error):
+    after waiting within the connect grace for an upstream that could publish it, that tool;
+    else `not_connected` when such an upstream is not connected; else `unknown`."""
+    from mcp_types import CallToolResult
+
+    from ._results import error_result
+
+    upstreams = server.servers
+    if upstreams is None:
+        return unknown
+    await upstreams.wait_started([name])
+    target = server.target(name)
+    if not isinstance(target, CallToolResult):
+        return target
+    error = upstreams.not_connected(name)
+    return unknown if error is None else error_result(error)
 
 
 class PendingPipelines:

@@ -67,6 +67,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from adapters.context import request_of
 from pipelines.runs import STARTED_BY_KEY
 from skills import (
     BUILTIN_SKILLS_DIR,
@@ -91,6 +92,7 @@ from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
+from ._asking import attach_asker
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
 from ._handles import HANDLES_KEY, handle_schema
@@ -100,7 +102,7 @@ from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
-from ._upstreams import PendingPipelines
+from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
 from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
 
@@ -225,6 +227,8 @@ class OrchestratorServer(MCPServer):
         """
         if ctx.method not in _LISTINGS:
             return await call_next(ctx)
+        if ctx.method == "tools/list" and self.servers is not None:  # a first listing holds quick upstreams
+            await self.servers.wait_started()
         params: dict[str, Any] = ctx.params or {}
         cursor = params.get("cursor")
         key = (ctx.method, ctx.protocol_version or "", self.catalog.version, cursor if isinstance(cursor, str) else "")
@@ -272,6 +276,8 @@ class OrchestratorServer(MCPServer):
         target = self.target(name)
         if isinstance(target, CallToolResult) and await self._caught_up():
             target = self.target(name)  # registered through another replica a moment ago
+        if isinstance(target, CallToolResult):  # an upstream's tool before it connected: not_connected
+            target = await upstream_target(self, name, target)
         if isinstance(target, CallToolResult):
             return target
         try:
@@ -279,7 +285,7 @@ class OrchestratorServer(MCPServer):
         except SkillsError as exc:
             return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
         if context is not None and self.home is not None:  # `request_context` raises outside a request
-            request = context.request_context
+            request = request_of(context) or context.request_context
             if target.may_task and _declares_tasks(request):
                 return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
             return await continue_in_rounds(
@@ -424,6 +430,7 @@ class OrchestratorServer(MCPServer):
             if not parked:  # a parked call outlives its request: the client is asked through the inbox
                 ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context, parked=parked)
+        attach_asker(ctx, context)  # how its pipelines' `ask:` steps reach the person, if they can
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
         if skill.kind == "meta":  # the run meta tools wait for and cancel the runs handed over here
             ctx.extras[HANDLES_KEY] = self.handles
@@ -811,8 +818,8 @@ def _caller_of(session: Any) -> Any:
 
 
 def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakKeyDictionary[Any, int]):
-    session = context.request_context.session
-    request_id = context.request_context.request_id
+    request = request_of(context) or context.request_context
+    session, request_id = request.session, request.request_id
     caller = _caller_of(session)
 
     async def send(level: LoggingLevel, message: str) -> None:
@@ -837,7 +844,7 @@ def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
     the call; 2026-07-28 ones cannot during a call, so nothing is offered and the upstream gets a
     clean refusal. `caller` groups the calls of one client session.
     """
-    request = context.request_context
+    request = request_of(context) or context.request_context
     session = request.session
     extras: dict[str, Any] = {"caller": getattr(session, "_connection", session)}
     if session.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
@@ -925,6 +932,7 @@ def create_server(
     allow_dirs: Sequence[str | Path] | None = None,
     backends: Backends | None = None,
     handle_after: float | None = None,
+    connect_grace: float | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
 
@@ -932,8 +940,10 @@ def create_server(
     page of tools/list, resources/list, prompts/list and skills/list. `allow_dirs`: the folders
     file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else the working directory; a
     client's MCP roots narrow them). `backends`: the shared state and queue of the distributed
-    mode (default: the home's state.sqlite, runs in this process). `handle_after`: seconds before
-    a long call answers with a run handle (default: `tasks: handle_after_s` of config.yaml, 45; 0 never).
+    mode (default: the home's state.sqlite, runs in this process). `connect_grace`: seconds after
+    the start a tool listing waits for upstreams still connecting (default 3; `ServerSource`).
+    `handle_after`: seconds before a long call answers with a run handle (default: `tasks:
+    handle_after_s` of config.yaml, 45; 0 never).
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
@@ -956,8 +966,9 @@ def create_server(
 
         from adapters import ServerSource
 
+        grace = {} if connect_grace is None else {"connect_grace": connect_grace}
         upstreams = ServerSource.from_file(
-            servers_file, client_info=Implementation(name="orchestrator", version=__version__)
+            servers_file, client_info=Implementation(name="orchestrator", version=__version__), **grace
         )
         if upstreams.adapters or upstreams.problems():
             catalog.add_provider(upstreams)

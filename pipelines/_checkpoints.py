@@ -108,7 +108,7 @@ def _refused(what: str) -> RefusedData:
     return RefusedData(
         f"a checkpoint holds {what}, which the orchestrator never stores: refused, not loaded",
         hint="something other than the orchestrator wrote to the state database; start the run again "
-        "(`orchestrator runs show` names its inputs) and see the README's trust model",
+        "(`orchestrator runs show` names its inputs) and see the trust model: docs/distributed.md#trust-model",
     )
 
 

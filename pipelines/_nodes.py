@@ -22,11 +22,15 @@ RECURSION_LIMIT = 10_000_000
 (max_iterations, item counts, the run's max_steps)."""
 
 
+CALL_KINDS = ("skill", "agent", "prompt", "ask")
+"""Steps that are one node: they call something (not a loop over it)."""
+
+
 def entry_node(step: StepSpec) -> str:
     """The node that starts a (top-level) step: a re-run goes back to the checkpoint before it."""
-    return step.id if step.kind in ("skill", "agent") else f"{step.id}.if" if step.kind == "if" else f"{step.id}.start"
+    return step.id if step.kind in CALL_KINDS else f"{step.id}.if" if step.kind == "if" else f"{step.id}.start"
 
 
 def end_node(step: StepSpec) -> str:
     """The node that finishes a step (its output is in the scope after it): step-through pauses there."""
-    return step.id if step.kind in ("skill", "agent") else f"{step.id}.join" if step.kind == "if" else f"{step.id}.done"
+    return step.id if step.kind in CALL_KINDS else f"{step.id}.join" if step.kind == "if" else f"{step.id}.done"

@@ -1,10 +1,11 @@
 """What a run hands back and leaves behind: its outputs (skill results as plain data), its model
-usage, its data size, and the checkpoint writes a stop left half done."""
+usage (whether it succeeded or not), its data size, and the checkpoint writes a stop left half done."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from skills.core.models import Usage
@@ -13,7 +14,7 @@ from .errors import ExpressionError, PipelineError, StepFailed
 from .expressions import render
 from .spec import PipelineSpec
 
-__all__ = ["json_size", "outputs_of", "plain_result", "settle", "usage_of"]
+__all__ = ["RunUsage", "json_size", "outputs_of", "plain_result", "settle", "usage_of"]
 
 log = logging.getLogger("pipelines.run")
 
@@ -26,25 +27,42 @@ def json_size(value: Any) -> int:
         return len(str(value))
 
 
-def usage_of(steps: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's usage: totals over its steps, and the steps that called a model (None: none did)."""
-    if not steps:
-        return None
+def usage_of(steps: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The run's usage as shown: totals over its steps (exact sums, rounded only here), and each
+    step that called a model (`steps`; empty when none did)."""
     total = Usage()
-    for tally in steps.values():
-        total.add(
-            Usage(
-                input_tokens=int(tally.get("input_tokens", 0)),
-                output_tokens=int(tally.get("output_tokens", 0)),
-                cost_usd=float(tally.get("cost_usd", 0.0)),
-                calls=int(tally.get("calls", 0)),
-                estimated=bool(tally.get("estimated", False)),
-            )
-        )
-    per_step = {
-        step: {**tally, "cost_usd": round(float(tally.get("cost_usd", 0.0)), 6)} for step, tally in steps.items()
-    }
+    per_step: dict[str, Any] = {}
+    for step, tally in (steps or {}).items():
+        usage = Usage.from_record(tally)
+        total.add(usage)
+        per_step[step] = usage.as_dict()
     return {**total.as_dict(), "steps": per_step}
+
+
+class RunUsage:
+    """What a run has spent on models, per step, while it runs: read when it fails.
+
+    A run's graph keeps its usage in a checkpointed channel, which a step adds to when it
+    finishes; a step that raises (the run stops there) never writes, nor do the steps still
+    running beside it. Money was spent all the same, so every call of the run also adds here
+    as it ends (successful or not, parallel items handed to workers included), on top of what an
+    earlier attempt had checkpointed (a resumed run), and a failed run reports this.
+    """
+
+    def __init__(self) -> None:
+        self.steps: dict[str, Usage] = {}
+
+    def add(self, step: str, usage: Usage) -> None:
+        if usage.spent:
+            self.steps.setdefault(step, Usage()).add(usage)
+
+    def add_records(self, tallies: Mapping[str, Mapping[str, Any]] | None) -> None:
+        """Per-step records (`Usage.record`) as a graph update or a checkpoint holds them."""
+        for step, tally in (tallies or {}).items():
+            self.add(step, Usage.from_record(tally))
+
+    def shown(self) -> dict[str, Any]:
+        return usage_of({step: usage.record() for step, usage in self.steps.items()})
 
 
 async def settle(checkpointer: Any) -> None:
@@ -84,7 +102,11 @@ def outputs_of(spec: PipelineSpec, scope: dict[str, Any]) -> dict[str, Any]:
 
 def plain_result(result: Any, *, failure: type[Exception] = StepFailed) -> Any:
     """A skill result as plain data for expressions, checkpoints and callers (an imported tool's
-    MCP result unwrapped: its structured content, else its text); its `isError` raises `failure`."""
+    MCP result unwrapped: its structured content, else its text); its `isError` raises `failure`.
+
+    Many servers answer with JSON as text and no structured content: a single text that is one
+    JSON value is that value, so that `{{ step.key }}` works; any other text stays a string.
+    """
     from mcp_types import CallToolResult
 
     if isinstance(result, CallToolResult):
@@ -94,5 +116,21 @@ def plain_result(result: Any, *, failure: type[Exception] = StepFailed) -> Any:
         if result.structured_content is not None:
             return result.structured_content
         texts = [getattr(c, "text", None) for c in result.content]
-        return texts[0] if len(texts) == 1 else texts
+        return _json_or_text(texts[0]) if len(texts) == 1 else texts
     return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_or_text(text: str | None) -> Any:
+    """`text` parsed when it is exactly one JSON value (strict: no NaN or Infinity), else unchanged."""
+    import json
+
+    if text is None or not text.strip():
+        return text
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):  # JSONDecodeError, a constant, nesting beyond the parser
+        return text

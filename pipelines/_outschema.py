@@ -147,8 +147,10 @@ class _Inferer:
             found = {"type": "object", "properties": {"branch": {"type": "string"}}}
         elif kind == "while":
             found = {"type": "object", "properties": {"iterations": {"type": "integer"}}}
-        elif kind in ("group", "agent"):
+        elif kind in ("group", "agent", "ask"):
             found = {"type": "object"}
+        elif kind == "prompt":
+            found = step.output if step.output is not None else {"type": "string"}
         elif step.skill and self.catalog is not None and self.depth < 4:
             callee = self.catalog.find(step.skill)
             found = callee.output_schema if callee is not None else None

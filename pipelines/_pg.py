@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from .runs import RUN_OWNER_COLUMNS, RUNS_SCHEMA, STEPS_SCHEMA
+from .runs import RUN_HANDLE_COLUMNS, RUN_OWNER_COLUMNS, RUN_TIMING_COLUMNS, RUNS_SCHEMA, STEPS_SCHEMA
 
 if TYPE_CHECKING:
     import psycopg
@@ -52,10 +52,12 @@ _MIGRATIONS: tuple[str, ...] = (
     pg_dialect(RUNS_SCHEMA),
     *(
         f"ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS {name} {pg_dialect(' ' + kind).strip()}"
-        for name, kind in RUN_OWNER_COLUMNS.items()
+        for name, kind in (RUN_OWNER_COLUMNS | RUN_TIMING_COLUMNS | RUN_HANDLE_COLUMNS).items()
     ),
     # The pipeline's YAML as it was started: a worker on another machine runs it from here.
     "ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS source TEXT",
+    # Name -> digest of every skill and pipeline the run calls, where it started (`_needs`).
+    "ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS needs TEXT",
     # How many loop items each worker ran (kept when the items' results are dropped at success).
     "ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS workers TEXT",
     "CREATE INDEX IF NOT EXISTS orchestrator_runs_started ON orchestrator_runs (started DESC)",

@@ -21,7 +21,7 @@ from skills.core.models import Usage
 
 from ._owner import Owner
 from ._pg import Connection, Postgres
-from .runs import LOCAL, RUN_COLUMNS, RunStore
+from .runs import LOCAL, PAUSED_UNTIL, RUN_COLUMNS, RunStore
 
 __all__ = ["PgRunStore", "SharedUsage"]
 
@@ -55,22 +55,25 @@ class PgRunStore(RunStore):
         source: str | None = None,
         queued: bool = False,
         started_by: str = LOCAL,
-        kind: str = "pipeline",
+        needs: str | None = None,
     ) -> None:
         """Record a new run: running here, or `queued` for a worker (no process runs it until one
-        takes it); it belongs to `started_by` (`runs.may_see`)."""
+        takes it); it belongs to `started_by` (`runs.may_see`); `needs` is what it calls, by
+        digest (`_needs`), as JSON."""
         me = Owner.current()
         owner = (None, None, None, None) if queued else (me.host, me.boot, me.pid, me.started)
         now = time.time()
         self._do(
             lambda conn: conn.execute(
-                f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source)"
-                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)"
-                " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
+                f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source, needs)"
+                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL, paused=0,"
                 " result=NULL, error=NULL, failed_step=NULL, envelope=NULL, progress=NULL,"
-                " owner_host=EXCLUDED.owner_host, owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
+                " owner_host=EXCLUDED.owner_host,"
+                " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
                 " owner_started=EXCLUDED.owner_started, heartbeat=EXCLUDED.heartbeat,"
-                " source=COALESCE(EXCLUDED.source, orchestrator_runs.source)",
+                " source=COALESCE(EXCLUDED.source, orchestrator_runs.source),"
+                " needs=COALESCE(EXCLUDED.needs, orchestrator_runs.needs)",
                 (
                     run_id,
                     pipeline,
@@ -82,21 +85,32 @@ class PgRunStore(RunStore):
                     *owner,
                     now,
                     started_by,
-                    kind,
                     source,
+                    needs,
                 ),
             )
         )
 
-    def queue(self, run_id: str) -> None:
-        """Hand a stopped run back to the workers (resume): `queued`, no owner."""
+    def queue(self, run_id: str, needs: str | None = None) -> None:
+        """Hand a stopped run back to the workers (resume): `queued`, no owner; `needs` (when
+        given) is what it calls as the resuming side has it. The time since it stopped is a
+        pause; its wait for a worker is counted when one takes it (`resumed`)."""
+        now = time.time()
         self._do(
             lambda conn: conn.execute(
-                "UPDATE orchestrator_runs SET status='queued', ended=NULL, error=NULL, failed_step=NULL, envelope=NULL,"
-                " owner_host=NULL, owner_boot=NULL, owner_pid=NULL, owner_started=NULL WHERE run_id=?",
-                (run_id,),
+                "UPDATE orchestrator_runs SET status='queued', ended=NULL, error=NULL, failed_step=NULL,"
+                " owner_host=NULL, owner_boot=NULL, owner_pid=NULL, owner_started=NULL,"
+                f" heartbeat=?, paused={PAUSED_UNTIL}, needs=COALESCE(?, needs) WHERE run_id=?",
+                (now, now, now, needs, run_id),
             )
         )
+
+    def needs(self, run_id: str) -> str | None:
+        """What the run calls, by digest, as JSON (`_needs`), where it was started or resumed."""
+        row = self._do(
+            lambda conn: conn.execute("SELECT needs FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+        )
+        return None if row is None else row[0]
 
     def source(self, run_id: str) -> str | None:
         row = self._do(
@@ -267,4 +281,4 @@ class SharedUsage(Usage):
 
     def _take(self, total: Usage) -> None:
         self.input_tokens, self.output_tokens = total.input_tokens, total.output_tokens
-        self.cost_usd, self.calls = total.cost_usd, total.calls
+        self.cost_pico, self.calls = total.cost_pico, total.calls

@@ -292,6 +292,7 @@ class Queue:
         key = f"run:{run_id}:{uuid.uuid4().hex[:8]}"
         execution = await runs.add(orchestrator_run, key=key)(run_id)
         lost: float | None = None  # since when Redis has been unreachable
+        said: str | None = None  # the last message passed on
         try:
             while True:
                 try:
@@ -300,7 +301,10 @@ class Queue:
                         kind = event.get("type")
                         if kind == "progress" and event.get("current") is not None:
                             report = _progress_of(event)
-                            if report is not None:
+                            # One report of the run is up to three events (total, count, message:
+                            # `worker._Progress`), the message last: pass that one on, once.
+                            if report is not None and report[2] and report[2] != said:
+                                said = report[2]
                                 await progress(*report)
                         elif kind == "state" and _ended(event.get("state")):
                             break
@@ -400,5 +404,5 @@ async def _result(execution: Any) -> Outcome:
 def _refused(key: str, problem: str) -> Outcome:
     log.warning("refused the outcome of queued task %s: %s", key, problem)
     message = f"the queue held an outcome of task {key} that is not the orchestrator's ({problem})"
-    hint = "something other than the orchestrator writes to its Redis: see the README's trust model"
+    hint = "something other than the orchestrator writes to its Redis: docs/distributed.md#trust-model"
     return {"status": "failed", "error": {"type": "skill_failed", "message": message, "hint": hint}}

@@ -106,7 +106,7 @@ class RelayProvider:
             log.warning("run %s: refused a model answer on %s: %s", self.run_id, _answer(docket, ask_id), problem)
             raise SkillRunError(
                 f"run {self.run_id}: the answer relayed from the client's model is not the orchestrator's ({problem})",
-                hint="something other than the orchestrator writes to its Redis: see the README's trust model",
+                hint="something other than the orchestrator writes to its Redis: docs/distributed.md#trust-model",
             )
         error = answer.get("error")
         if error:

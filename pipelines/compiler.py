@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from . import _loops
-from ._nodes import end_node, entry_node
+from ._nodes import CALL_KINDS, end_node, entry_node
 from ._state import RunState, graph_state
 from .errors import PipelineError
 from .spec import PipelineSpec, StepSpec
@@ -179,7 +179,7 @@ class _Builder:
             raise PipelineError(f"duplicate step id '{step.id}'", hint="step ids must be unique in a pipeline")
         self._ids.add(step.id)
         kind = step.kind
-        if kind in ("skill", "agent"):
+        if kind in CALL_KINDS:
             name = self._add(step.id, _skill_node(step))
             return name, [name]
         if kind == "for" and step.for_ and step.for_.parallel:

@@ -12,11 +12,17 @@ went wrong while a run was under way.
     │   └── RunLimitExceeded       the run hit one of its limits (names the limit and the step)
     ├── RunCancelled               the run was cancelled by the client or the user
     ├── RunStopped                 step-through: the user stopped the run after a step (resumable)
+    ├── RunWaiting                 an `ask:` step could reach nobody: the run waits for its answer
+    │                              (`asking`; recorded `waiting`, answered by `answer_run`)
+    ├── AnswerError                an answer that does not fit its question's schema (`asking`)
     └── RefusedData                what the queue or the shared state handed us is not our data (a
                                    pickle, a type not ours, an unknown shape): refused, never run
 
 `RunLimitError` is how a `RunLimitExceeded` reaches a caller: a `skills.SkillRunError` (so every
 caller of a skill handles it) whose envelope type is `limit_exceeded` and which names the limit.
+`RunPartial` is a run that went to its end with failed steps (`on_error: continue`, or a nested
+run that did): a `skills.SkillRunError` too, which carries the whole result (outputs, summary,
+usage) to its caller, because a run succeeds only when every step did.
 
 `Issue` is not an exception: it is one problem found by the verifier, rendered as
 `file:line:col: severity: message (hint: ...)`. A failure record is not one either: it is what
@@ -41,6 +47,7 @@ __all__ = [
     "RunCancelled",
     "RunLimitError",
     "RunLimitExceeded",
+    "RunPartial",
     "RunStopped",
     "StepFailed",
     "VerificationError",
@@ -182,3 +189,27 @@ class RunLimitError(SkillRunError):
     def __init__(self, message: str, *, limit: str, hint: str = "", where: str = "") -> None:
         super().__init__(message, hint=hint, where=where)
         self.limit = limit
+
+
+class RunPartial(SkillRunError):
+    """A run that finished, but not every step succeeded: steps failed and were continued past
+    (`on_error: continue`), or a pipeline a step called was itself partial.
+
+    It is not a success anywhere (an `isError` result, exit status 1, `failed` in the run history),
+    yet nothing it computed is lost: `result` is the run's whole result (outputs, `run_id`,
+    summary, usage), sent with the error envelope (`attached`). A pipeline that calls a partial
+    one gets `result` as the step's output, and its own summary names the failed steps inside.
+    """
+
+    def __init__(self, result: dict[str, Any], *, summary: dict[str, Any], run_id: str, where: str = "") -> None:
+        failed: list[str] = list(summary.get("failed_steps") or [])
+        super().__init__(
+            f"run {run_id} ended {summary.get('line', 'PARTIAL')}",
+            hint="the outputs are kept with this error, a failed step's output being its failure record "
+            f"(`{{{{ step is failed }}}}`); fix {', '.join(failed) or 'the failed steps'} and run it again",
+            where=where,
+        )
+        self.result = result
+        self.summary = summary
+        self.run_id = run_id
+        self.attached = result

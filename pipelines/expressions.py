@@ -1,6 +1,6 @@
 """The `{{ }}` expression language of pipelines (SPEC 4): sandboxed Jinja2 with native types.
 
-Reference (the user's documentation; the README copies it):
+Reference (the user's documentation, docs/pipelines.md, copies it):
 
 - `"{{ expr }}"` alone in a value (whitespace around is fine) keeps the native type of `expr`: a
   list stays a list, a number a number, `null` stays `null`. Text around it makes a string, and

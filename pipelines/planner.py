@@ -11,6 +11,11 @@ Seed 004's checklist mode (plan -> verify -> run -> assess) on our pipelines:
              `complete`, or `needs_fix` with issues and fix instructions (lists) -> back to plan
 
 up to `max_iterations` runs. A complete pipeline can be registered as a tool.
+
+Only `complete` is a success. A plan that ends `needs_fix` (the last run failed, was PARTIAL, or
+the reviewer still finds issues) or `failed` (no pipeline compiled) is an error for its caller
+(`incomplete`): the envelope carries the result (the last run id and outputs, the review's
+issues, the history) and the usage of every attempt, the failed ones included.
 """
 
 from __future__ import annotations
@@ -23,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from skills import SkillContext, SkillsError
+from skills import SkillContext, SkillRunError, SkillsError
 from skills.core.models import model_access
 from skills.creation.creator import ask_json
 
 from ._missing import create_missing_skills, creation_summary
 from ._planner_prompts import REVIEW_SYSTEM, extract_yaml, planner_system, skill_menu
-from .errors import Issue, PipelineError
+from .errors import Issue, PipelineError, RunPartial
 from .spec import PipelineSpec
 
 if TYPE_CHECKING:
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
 
     from .service import PipelineService
 
-__all__ = ["PlanStatus", "ReviewVerdict", "plan_and_run"]
+__all__ = ["PlanStatus", "ReviewVerdict", "incomplete", "plan_and_run"]
 
 log = logging.getLogger("pipelines.planner")
 
@@ -112,11 +117,41 @@ async def plan_and_run(
 
     Raises:
         NoModelProviderError: no model can be asked.
-        SkillRunError: a model call failed after the provider's retries.
+        SkillRunError: a model call failed after the provider's retries (its `attached` says what
+            was spent and which runs ran).
     """
     access = model_access(ctx.extras).child()
     run_ctx = dataclasses.replace(ctx, extras={**ctx.extras, "model": access})  # the run's model use counts too
     planner = _Planner(service, request, run_ctx, access, inputs or {}, max_fixes, create_missing)
+    try:
+        return await _plan_and_run(
+            service, planner, ctx, run_ctx, access, max_iterations, register_as, register, overwrite
+        )
+    except SkillsError as exc:  # money spent before the failure is still spent: it goes with the error
+        ran = [a.run_id for a in planner.attempts if a.run_id]
+        exc.attached = {
+            **(exc.attached or {}),
+            "status": "failed",
+            "iterations": len(planner.attempts),
+            "pipeline_yaml": planner.last_text,
+            "run_id": ran[-1] if ran else None,
+            "history": [a.as_dict() for a in planner.attempts],
+            "usage": access.usage.as_dict(),
+        }
+        raise
+
+
+async def _plan_and_run(
+    service: PipelineService,
+    planner: _Planner,
+    ctx: SkillContext,
+    run_ctx: SkillContext,
+    access: Any,
+    max_iterations: int,
+    register_as: str | None,
+    register: bool,
+    overwrite: bool,
+) -> dict[str, Any]:
     total = max_iterations * 3
     status: PlanStatus = "failed"
     result: dict[str, Any] = {}
@@ -259,10 +294,15 @@ class _Planner:
 
             check_arguments(spec.id, skill.input_schema, arguments)
             result = await self.service.run(skill, arguments, ctx)
+        except RunPartial as exc:  # it ran to its end, but steps failed: a fix, with what it computed
+            attempt.error, attempt.run_id = str(exc), exc.run_id
+            return exc.result
         except (SkillsError, PipelineError) as exc:
             attempt.error = str(exc)
+            kept = exc.attached if isinstance(exc, SkillsError) else None
             match = re.search(r"\brun ([0-9a-f]{12}) failed", attempt.error)
-            attempt.run_id = match.group(1) if match else None
+            found = (kept or {}).get("run_id") or (match.group(1) if match else None)
+            attempt.run_id = found if isinstance(found, str) else None
             return None
         attempt.run_id = result.get("run_id")
         return result
@@ -325,3 +365,40 @@ async def _register(
         return {"registered": False, "register_error": str(exc)}
     await ctx.info(f"registered the pipeline as the tool '{skill.name}'")
     return {"registered": True, "tool": skill.name, "file": str(skill.file), "pipeline_yaml": text}
+
+
+def incomplete(data: dict[str, Any]) -> SkillRunError | None:
+    """A plan that did not end `complete` as the error its caller gets (None: it is complete).
+
+    The error carries `data` (the last run id and outputs, the review with its issues, the
+    history, the usage of every attempt) beside the envelope (`attached`)."""
+    status = data.get("status")
+    if status == "complete":
+        return None
+    iterations = int(data.get("iterations") or 0)
+    run_id = data.get("run_id")
+    history: list[dict[str, Any]] = list(data.get("history") or [])
+    last_error = history[-1].get("error") if history else None
+    review: dict[str, Any] = data.get("review") or {}
+    said: list[Any] = review.get("issues") or []
+    issues = [str(i) for i in said]
+    if status == "failed":
+        listed: list[Any] = data.get("issues") or []
+        found = [str(i) for i in listed]
+        message = "plan_and_run failed: " + (
+            "; ".join(found) or str(last_error or "no pipeline could be written and run for the request")
+        )
+        hint = "the result's pipeline_yaml and history show how far it got; rephrase the request or raise max_fixes"
+    else:
+        done = f"plan_and_run did not complete in {iterations} iteration(s): the last run ({run_id or 'none'})"
+        if last_error:
+            message = f"{done} failed: {last_error}"
+        else:
+            message = f"{done} still needs fixes: " + ("; ".join(issues) or "the reviewer named no issue")
+        hint = (
+            "the result holds the last run's outputs, the review's issues and every attempt's history; raise "
+            "max_iterations, or make the request more precise"
+        )
+    error = SkillRunError(message, hint=hint, where=f"iteration {iterations}")
+    error.attached = data
+    return error

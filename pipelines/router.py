@@ -16,14 +16,16 @@ planner (`plan_and_run`), and the result says why (`fallback_reason`). The model
 
 The work then runs: the skill is called, one agent of the role is spawned, or the planner
 writes and runs a pipeline. Usage is summed: what the router spent, what the work spent, and
-the total.
+the total — also when the work fails (the error carries it). Only a work that succeeded is a
+success: a failed skill (or a PARTIAL pipeline), an agent stopped before its answer, a plan
+that did not end `complete` (`orchestrate_failure`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
     from .service import PipelineService
 
-__all__ = ["ROUTER_MODEL", "Route", "orchestrate"]
+__all__ = ["ROUTER_MODEL", "Route", "orchestrate", "orchestrate_failure"]
 
 log = logging.getLogger("pipelines.router")
 
@@ -113,8 +115,13 @@ async def orchestrate(
     await ctx.progress(1, 2, f"route: {route.route}")
     try:
         data["result"] = await _work(service, route, request, context, inputs, max_iterations, work_ctx, data)
-    finally:
+    except SkillsError as exc:  # the router's and the work's spending go with the failure
+        if exc.attached:
+            data["result"] = exc.attached  # a failed or PARTIAL run's outputs, summary and usage
         data["usage"] = _usage(router, work)
+        exc.attached = data
+        raise
+    data["usage"] = _usage(router, work)
     await ctx.progress(2, 2, f"orchestrate: {route.route} done")
     return data
 
@@ -187,9 +194,38 @@ async def _work(
 
 
 def _usage(router: Any, work: Any) -> dict[str, Any]:
-    total = dataclasses.replace(router.usage).add(work.usage)
+    total = router.usage.copy().add(work.usage)
     return {**total.as_dict(), "router": router.usage.as_dict(), "work": work.usage.as_dict()}
 
 
 def _short(text: str) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def orchestrate_failure(data: dict[str, Any]) -> SkillRunError | None:
+    """The routed work that ended without an answer, as the caller's error (None: it succeeded):
+    an agent that stopped at a limit or failed, a plan that did not end `complete`. The error
+    carries `data` (the route, the work's result, the usage) beside the envelope."""
+    from .planner import incomplete
+
+    result = data.get("result")
+    found: dict[str, Any] = cast("dict[str, Any]", result) if isinstance(result, dict) else {}
+    failure: SkillRunError | None = None
+    if data.get("route") == "planner":
+        failure = incomplete(found)
+        if failure is not None:
+            failure = SkillRunError(
+                f"orchestrate: the planner did not complete the request: {failure.message}",
+                hint=failure.hint,
+                where="route planner",
+            )
+    elif data.get("route") == "agent" and found.get("status") not in (None, "success"):
+        failure = SkillRunError(
+            f"orchestrate: the {data.get('role')} agent stopped before its answer ({found.get('status')}): "
+            f"{found.get('error') or found.get('summary') or ''}".rstrip(": "),
+            hint="the result holds what the agent had; raise the role's limits or route the request again",
+            where="route agent",
+        )
+    if failure is not None:
+        failure.attached = data
+    return failure

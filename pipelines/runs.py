@@ -1,7 +1,8 @@
 """Run history: one row per run in `state.sqlite`, beside LangGraph's checkpoints.
 
 The checkpoints say how far a run got; this table says which pipeline (file and id) it ran,
-with which inputs, how it ended, who started it (`started_by`: the identity a run belongs to,
+with which inputs, how it ended (and what it spent on models, in `result.usage`, whether it
+succeeded or not), who started it (`started_by`: the identity a run belongs to,
 see `may_see`), and while it runs, which process runs it (`_owner`): a run whose process died
 without recording an end reads as `interrupted`, with the command that resumes it.
 
@@ -21,13 +22,16 @@ from collections.abc import Callable, Collection, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from ._owner import Owner, owner_alive
 from ._statedb import is_corrupt, set_aside
 
 __all__ = [
     "LOCAL",
+    "PAUSED_UNTIL",
+    "RUN_HANDLE_COLUMNS",
+    "RUN_TIMING_COLUMNS",
     "STARTED_BY_KEY",
     "PruneReport",
     "RunRecord",
@@ -38,8 +42,13 @@ __all__ = [
     "may_see",
 ]
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
-"""`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
+"""`succeeded`: every step succeeded. `failed`: a step failed and stopped the run, or the run went
+to its end with failed steps (PARTIAL: `on_error: continue`, an agent stopped by a limit, a nested
+run that was PARTIAL; its `result` holds the outputs and its `error` the summary line).
+`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
+`waiting`: an `ask:` step's question could reach nobody; the run is checkpointed and waits for
+`answer_run` / `orchestrator runs answer` (its question and schema are kept in `asking`).
 `stopped`: stopped by its user after a step (step-through); it resumes from the next step.
 `queued`: handed to the workers of the distributed mode (`--queue`), not yet taken by one."""
 
@@ -50,12 +59,18 @@ STARTED_BY_KEY = "started_by"
 """`ctx.extras` key: the identity a run started under this context belongs to (the MCP face puts
 the caller's there; absent, the run is `LOCAL`'s)."""
 
-StepStatus = Literal["running", "succeeded", "failed", "skipped", "cancelled", "stopped", "interrupted"]
+StepStatus = Literal["running", "succeeded", "failed", "skipped", "cancelled", "stopped", "interrupted", "waiting"]
 """A step's status: `skipped` when its `condition:` was false; a step under way when its run
 ended takes the run's end (`cancelled`, `stopped`; `failed` for a failure elsewhere);
 `interrupted` is read for a `running` step of a run whose process is gone."""
 T = TypeVar("T")
-_LIVE = ("running", "queued")
+PAUSED_UNTIL = (
+    "COALESCE(paused, 0) + CASE WHEN COALESCE(ended, heartbeat) IS NULL OR COALESCE(ended, heartbeat) > ? THEN 0"
+    " ELSE ? - COALESCE(ended, heartbeat) END"
+)
+"""SQL: `paused` plus the time from the run's last stop (its end, else its last heartbeat) until
+the two `?` (now): a resumed run's pause (a clock behind the recorded stop counts nothing)."""
+_LIVE = ("running", "queued", "waiting")
 """Runs that `prune` never forgets."""
 
 RUNS_SCHEMA = """
@@ -105,23 +120,23 @@ _STEP_COLUMNS = (
     "outputs",
 )
 _OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTEGER", "owner_started": "INTEGER"}
-RUN_OWNER_COLUMNS = {
-    **_OWNER_COLUMNS,
-    "heartbeat": "REAL",
-    "started_by": "TEXT",
-    "kind": "TEXT",
-    "envelope": "TEXT",
-    "progress": "TEXT",
-}
-"""Columns added since the first version: which process runs a run, whose run it is, what kind
-of run (`pipeline`, or `tool`: a long tool call followed by a run handle), the error envelope of
-its failure, and its latest progress."""
+RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL", "started_by": "TEXT", "asking": "TEXT", "answers": "TEXT"}
+"""Columns added since the first version (which process runs a run, whose run it is, the question
+a waiting run waits on and the answers it was given)."""
+RUN_TIMING_COLUMNS = {"paused": "REAL"}
+"""Seconds the run spent not running between `started` and `ended` (stopped, failed or
+interrupted before a resume, waiting at a step-through gate, queued for a worker): its
+duration is the rest (`RunRecord.duration`)."""
+RUN_HANDLE_COLUMNS = {"kind": "TEXT", "envelope": "TEXT", "progress": "TEXT"}
+"""What kind of run (`pipeline`, or `tool`: a long tool call followed by a run handle), the error
+envelope of its failure, and its latest progress (read by `get_run`, written apart from the row)."""
 _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
-    "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by, kind, envelope, progress"
+    "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by, paused"
 )
 RUN_COLUMNS = _COLUMNS
 """The columns of a run's row, in order (the PostgreSQL store writes the same rows)."""
+_READ = _COLUMNS + ", asking, kind, envelope, progress"
 
 
 @dataclass(frozen=True)
@@ -143,6 +158,10 @@ class RunRecord:
     """`host:pid` of the process that runs or last ran it."""
     started_by: str | None = None
     """The identity it belongs to (see `may_see`); None: recorded before runs had owners."""
+    asking: dict[str, Any] | None = None
+    """A `waiting` run's question: `step`, `key`, `question`, `schema` (None otherwise)."""
+    paused: float = 0.0
+    """Seconds between `started` and `ended` during which it did not run (`RUN_TIMING_COLUMNS`)."""
     kind: str = "pipeline"
     """`pipeline`, or `tool`: a long call of another tool (an agent, `create_skill`...) run
     under a run id so that a run handle can follow it; `pipeline` names the tool then."""
@@ -152,8 +171,19 @@ class RunRecord:
     progress: dict[str, Any] | None = None
     """The latest progress reported: `{"progress", "total", "message"}` (None: none yet)."""
 
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """What the run spent on models (tokens, cost, calls): kept in `result` however it ended."""
+        found: Any = (self.result or {}).get("usage")
+        return cast("dict[str, Any]", found) if isinstance(found, dict) else None
+
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds it actually ran (None while it has not ended): its span without the pauses."""
+        return None if self.ended is None else max(self.ended - self.started - self.paused, 0.0)
 
 
 @dataclass(frozen=True)
@@ -225,7 +255,7 @@ class RunStore:
                     conn.execute(RUNS_SCHEMA)
                     conn.execute(STEPS_SCHEMA)
                     have = {row[1] for row in conn.execute("PRAGMA table_info(orchestrator_runs)")}
-                    for name, kind in RUN_OWNER_COLUMNS.items():
+                    for name, kind in (RUN_OWNER_COLUMNS | RUN_TIMING_COLUMNS | RUN_HANDLE_COLUMNS).items():
                         if name not in have:  # a database of an older version: add the owner columns
                             conn.execute(f"ALTER TABLE orchestrator_runs ADD COLUMN {name} {kind}")
                     self._migrated = True
@@ -262,13 +292,12 @@ class RunStore:
         artifacts: Path,
         *,
         started_by: str = LOCAL,
-        kind: str = "pipeline",
     ) -> None:
         me = Owner.current()
         self._do(
             lambda conn: conn.execute(
                 f"INSERT OR REPLACE INTO orchestrator_runs ({_COLUMNS}) VALUES (?, ?, ?, 'running', ?, NULL, ?,"
-                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, 0)",
                 (
                     run_id,
                     pipeline,
@@ -282,18 +311,30 @@ class RunStore:
                     me.started,
                     time.time(),
                     started_by,
-                    kind,
                 ),
             )
         )
 
     def resumed(self, run_id: str) -> None:
+        """The run runs (again) in this process: the time since it last stopped (its end, or for a
+        run whose process died or that waited in the queue, its last heartbeat) is a pause."""
         me = Owner.current()
+        now = time.time()
         self._do(
             lambda conn: conn.execute(
-                "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
-                " envelope=NULL, owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=? WHERE run_id=?",
-                (me.host, me.boot, me.pid, me.started, time.time(), run_id),
+                f"UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
+                f" owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=?, paused={PAUSED_UNTIL}"
+                " WHERE run_id=?",
+                (me.host, me.boot, me.pid, me.started, now, now, now, run_id),
+            )
+        )
+
+    def pause(self, run_id: str, seconds: float) -> None:
+        """Count `seconds` the run spent waiting while it ran (a step-through gate's question)."""
+        self._do(
+            lambda conn: conn.execute(
+                "UPDATE orchestrator_runs SET paused=COALESCE(paused, 0) + ? WHERE run_id=?",
+                (max(seconds, 0.0), run_id),
             )
         )
 
@@ -352,6 +393,52 @@ class RunStore:
 
         self._do(write)
 
+    def set_kind(self, run_id: str, kind: str) -> None:
+        """Say what kind of run a recorded run is (`tool`: a long call followed by a run handle)."""
+        self._do(lambda conn: conn.execute("UPDATE orchestrator_runs SET kind=? WHERE run_id=?", (kind, run_id)))
+
+    def wait(self, run_id: str, asking: dict[str, Any]) -> None:
+        """The run waits for the person's answer to `asking` (its checkpoints stay for the resume)."""
+        self._do(
+            lambda conn: conn.execute(
+                "UPDATE orchestrator_runs SET status='waiting', ended=?, error=NULL, failed_step=?, asking=?"
+                " WHERE run_id=?",
+                (time.time(), asking.get("step"), json.dumps(asking, default=str), run_id),
+            )
+        )
+
+    def answer(self, run_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any] | None:
+        """Take the answer of the question `key` of a waiting run: the run is `running` here from
+        now on (only one answer wins when two come at once). The run's answers so far, or None
+        when it no longer waits on that question."""
+        me = Owner.current()
+        now = time.time()
+
+        def take(conn: Any) -> dict[str, Any] | None:
+            row = conn.execute(
+                "SELECT status, asking, answers FROM orchestrator_runs WHERE run_id=?", (run_id,)
+            ).fetchone()
+            if row is None or row[0] != "waiting" or not row[1] or json.loads(row[1]).get("key") != key:
+                return None
+            answers: dict[str, Any] = json.loads(row[2]) if row[2] else {}
+            answers[key] = answer
+            cursor = conn.execute(
+                "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
+                f" paused={PAUSED_UNTIL}, asking=NULL, answers=?, owner_host=?, owner_boot=?, owner_pid=?,"
+                " owner_started=?, heartbeat=? WHERE run_id=? AND status='waiting'",
+                (now, now, json.dumps(answers, default=str), me.host, me.boot, me.pid, me.started, now, run_id),
+            )
+            return answers if cursor.rowcount else None
+
+        return self._do(take)
+
+    def answers(self, run_id: str) -> dict[str, Any]:
+        """The answers a run was given so far (its `ask:` steps find theirs when it resumes)."""
+        row = self._do(
+            lambda conn: conn.execute("SELECT answers FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+        )
+        return json.loads(row[0]) if row is not None and row[0] else {}
+
     def beat(self, run_ids: Collection[str]) -> None:
         """The heartbeat of runs this process runs (`_owner.Heartbeat`)."""
         marks = ",".join("?" * len(run_ids))
@@ -365,7 +452,7 @@ class RunStore:
     # -- reads -----------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunRecord | None:
         row = self._do(
-            lambda conn: conn.execute(f"SELECT {_COLUMNS} FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
+            lambda conn: conn.execute(f"SELECT {_READ} FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
         )
         return None if row is None else _record(row)
 
@@ -389,7 +476,7 @@ class RunStore:
         steps = [_step(tuple(r)) for r in rows]
         if any(s.status == "running" for s in steps):
             run = self.get(run_id)
-            if run is not None and run.status not in ("running", "queued"):
+            if run is not None and run.status not in ("running", "queued", "waiting"):
                 gone: StepStatus = "interrupted" if run.status == "interrupted" else "failed"
                 steps = [replace(s, status=gone) if s.status == "running" else s for s in steps]
         return steps
@@ -400,19 +487,18 @@ class RunStore:
         pipeline: str | None = None,
         *,
         visible_to: str | None = None,
-        status: str | None = None,
+        status: RunStatus | None = None,
     ) -> list[RunRecord]:
-        """Newest first; with `visible_to`, only the runs that identity may see (`may_see`); with
-        `status`, only runs recorded with it (`interrupted` runs are recorded `running`)."""
-        query = f"SELECT {_COLUMNS} FROM orchestrator_runs"
+        """Newest first; with `visible_to`, only the runs that identity may see (`may_see`)."""
+        query = f"SELECT {_READ} FROM orchestrator_runs"
         where: list[str] = []
         args: list[Any] = []
         if pipeline:
             where.append("pipeline=?")
             args.append(pipeline)
-        if status:
+        if status is not None and status != "interrupted":  # `interrupted` is read from `running` rows
             where.append("status=?")
-            args.append("running" if status == "interrupted" else status)
+            args.append(status)
         if visible_to is not None:  # the rule of `may_see`, in SQL
             where.append("COALESCE(started_by, ?) = ?")
             args += [LOCAL, visible_to]
@@ -420,8 +506,7 @@ class RunStore:
             query += " WHERE " + " AND ".join(where)
         query += " ORDER BY started DESC LIMIT ?"
         rows = self._do(lambda conn: conn.execute(query, (*args, limit)).fetchall())
-        records = [_record(r) for r in rows]
-        return [r for r in records if r.status == status] if status else records
+        return [_record(r) for r in rows]
 
     # -- pruning ---------------------------------------------------------------------------------
     def prune(self, older_than: float | None = None, *, dry_run: bool = False) -> PruneReport:
@@ -498,7 +583,9 @@ def _delete(conn: sqlite3.Connection, threads: list[str], runs: list[str]) -> No
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row[:11]
-    host, boot, pid, pstart, heartbeat, started_by, kind, envelope, progress = row[11:]
+    host, boot, pid, pstart, heartbeat, started_by, paused = row[11:18]
+    asking = json.loads(row[18]) if len(row) > 18 and row[18] and status == "waiting" else None
+    kind, envelope, progress = row[19:22] if len(row) > 21 else (None, None, None)
     record = RunRecord(
         run_id=run_id,
         pipeline=pipeline,
@@ -513,6 +600,8 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         artifacts=artifacts,
         owner=f"{host}:{pid}" if host and pid else None,
         started_by=started_by,
+        asking=asking,
+        paused=float(paused or 0.0),
         kind=kind or "pipeline",
         envelope=None if envelope is None else json.loads(envelope),
         progress=None if progress is None else json.loads(progress),

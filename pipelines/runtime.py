@@ -7,9 +7,13 @@ SQLite checkpointer, runs or resumes the graph under the run id, and records the
 
 Model calls: each call of a step gets its own child of the caller's `ModelAccess`, so what it
 spends (tokens, cost; retries and loop items included) is summed per step in the graph's
-`usage` channel, checkpointed with the rest, and returned as the result's `usage` key. An
-instructions skill (no skill.yaml) is carried out by the model here, and an `agent:` step runs
-an agent over its allow-list.
+`usage` channel, checkpointed with the rest, and returned as the result's `usage` key. Every
+call also adds to the run's `RunUsage` as it ends, failed calls included, which is what a run
+that fails reports (its graph never wrote the failing step's usage). An instructions skill (no
+skill.yaml) is carried out by the model here, and an `agent:` step runs an agent over its
+allow-list; an agent that stops before its answer (a limit, a budget, an error) fails its step.
+A pipeline called as a step that ends PARTIAL (`errors.RunPartial`) gives its result as the
+step's output: the calling run goes on, and its summary names the failed steps inside.
 """
 
 from __future__ import annotations
@@ -28,26 +32,29 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from skills import Catalog, SkillContext, SkillsError
+from skills import Catalog, SkillContext, SkillRunError, SkillsError
 from skills.core._schema import check_arguments
 from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.core.contract import RunSpec, SkillContract
+from skills.core.errors import SkillTimeoutError
 from skills.core.models import ModelAccess, Usage
 
 from ._loops import spent_in_flight
 from ._meter import Meter, metered
 from ._nodes import DEFAULT_MAX_PARALLEL, RECURSION_LIMIT
-from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
+from ._outcomes import RunUsage, json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
 from ._steplog import StepLog, nested_under, step_error
 from ._stepping import StepGate, stream_stepwise
 from ._summary import summary_key, summary_of
+from .asking import ASKING_KEY, Asking, RunWaiting
 from .errors import (
     ExpressionError,
     PipelineError,
     RunLimitError,
     RunLimitExceeded,
+    RunPartial,
     StepFailed,
     failure_record,
     is_failure_record,
@@ -112,6 +119,9 @@ class RunContext:
     distributed mode); None: items run here."""
     last_finished: str | None = None
     """The top-level step that finished last (step-through shows it to its gate)."""
+    usage: RunUsage = field(default_factory=RunUsage)
+    """What the run's calls spent so far, failed ones included (a failed run reports it)."""
+
     steps: StepLog | None = None
     """The run's per-step records (None: not recorded, e.g. a run without a store)."""
 
@@ -218,13 +228,16 @@ class RunContext:
             output = await self._record_call(step, scope, spent, path)
         except BaseException as exc:
             if path is not None and self.steps is not None:
-                usage = spent.as_dict() if spent.calls or spent.total_tokens else None
-                error = step_error(step.id, exc)
-                status = "cancelled" if error["error"]["type"] == "cancelled" else "failed"
-                self.steps.end(path, status, error=error, usage=usage)
+                usage = spent.as_dict() if spent.spent else None
+                if isinstance(exc, RunWaiting):  # its question waits for an answer (`answer_run`)
+                    self.steps.end(path, "waiting", usage=usage)
+                else:
+                    error = step_error(step.id, exc)
+                    status = "cancelled" if error["error"]["type"] == "cancelled" else "failed"
+                    self.steps.end(path, status, error=error, usage=usage)
             raise
         if path is not None and self.steps is not None:
-            usage = spent.as_dict() if spent.calls or spent.total_tokens else None
+            usage = spent.as_dict() if spent.spent else None
             if is_failure_record(output):  # failed, and the run continues (`on_error: continue`)
                 self.steps.end(path, "failed", error=step_error(step.id, str(output.get("error"))), usage=usage)
             elif output_key is not None:  # a loop item (a plain step ends in `finish_step`)
@@ -238,24 +251,28 @@ class RunContext:
             {"scope": {output_key: output}} if output_key is not None else self.finish_step(step, scope, output)
         )
         update["spent"] = add_counts(update.get("spent"), {"steps": 1, "bytes": nbytes})
-        if spent.calls or spent.total_tokens:
-            update["usage"] = {step.id: spent.as_dict()}
+        if spent.spent:
+            update["usage"] = {step.id: spent.record()}
         return update
 
     async def _record_call(self, step: StepSpec, scope: dict[str, Any], spent: Usage, path: str | None) -> Any:
         """Render the step's parameters (its recorded inputs) and call it under its policy."""
         self.budget.charge(step.id, 1)  # before the call: a run at its limit calls nothing more
         try:
-            arguments = render(step.parameters, scope)
+            arguments = render(step.templates(), scope)
         except ExpressionError as exc:
-            failure = StepFailed(f"step '{step.id}': parameters: {exc.message}", hint=exc.hint, step_id=step.id)
+            what = "parameters" if step.prompt is None and step.ask is None else step.kind
+            failure = StepFailed(f"step '{step.id}': {what}: {exc.message}", hint=exc.hint, step_id=step.id)
             if step.on_error != "continue":
                 raise failure from None
             await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {failure}")
             return failure_record(step.id, str(failure))
         if path is not None and self.steps is not None:
             self.steps.inputs(path, arguments)
-        return await self._call_with_policy(step, arguments, spent)
+        try:
+            return await self._call_with_policy(step, arguments, spent)
+        finally:  # spent whether the step succeeds or fails the run
+            self.usage.add(step.id, spent)
 
     async def _call_with_policy(self, step: StepSpec, arguments: Any, spent: Usage) -> Any:
         attempts = step.retry.attempts if step.retry else 1
@@ -263,7 +280,10 @@ class RunContext:
         for attempt in range(1, attempts + 1):
             try:
                 return await self._call(step, arguments, spent)
-            except RunLimitExceeded:  # bounds the whole run: never retried nor skipped
+            except (
+                RunLimitExceeded,
+                RunWaiting,
+            ):  # bounds the whole run / waits for the person: never retried nor skipped
                 raise
             except RunLimitError as exc:  # a pipeline this step called spent this run's limit too
                 raise RunLimitExceeded(
@@ -278,7 +298,9 @@ class RunContext:
                     continue
                 if step.on_error == "continue":
                     await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {message}")
-                    return failure_record(step.id, message)
+                    kept: dict[str, Any] = (exc.attached if isinstance(exc, SkillsError) else None) or {}
+                    # ^ an agent's result, a failed run's id and usage: kept in the failure record
+                    return {**kept, **failure_record(step.id, message)}
                 hint = getattr(exc, "hint", "")
                 detail = getattr(exc, "message", message)
                 if not detail.startswith(f"step '{step.id}'"):  # a timeout names the step already
@@ -304,16 +326,25 @@ class RunContext:
         child = access.child() if access is not None else None
         if child is not None:
             extras["model"] = child
-        if step.agent is not None:
+        if step.prompt is not None or step.ask is not None:
+            from ._inline import ask_step, prompt_step
+
+            name, kind, work = (
+                step.id,
+                "prompt" if step.prompt is not None else "ask",
+                functools.partial(prompt_step if step.prompt is not None else ask_step, step, arguments),
+            )
+        elif step.agent is not None:
             from skills.executors._agent import run_agent
 
             contract = SkillContract(run=RunSpec(agent=step.agent))
             check_arguments(f"agent step '{step.id}'", contract.inputs, arguments)
             name, work = step.id, functools.partial(run_agent, _StepAgent(step), contract, arguments)
+            kind = "agent"
         else:
             assert step.skill is not None
             skill = self.catalog.get(step.skill)
-            name = skill.name
+            name, kind = skill.name, skill.kind
             if skill.kind == "instructions":  # carried out by the model; any parameters are the task
                 from skills.executors._prompt import carry_out
 
@@ -335,6 +366,8 @@ class RunContext:
                     result = await work(ctx)
             else:
                 result = await work(ctx)
+        except RunPartial as partial:  # a pipeline that went to its end with failed steps: it rolls up
+            result = partial.result
         except TimeoutError:
             raise StepFailed(
                 f"step '{step.id}' did not finish within {step.timeout:g}s",
@@ -344,6 +377,8 @@ class RunContext:
         finally:
             if child is not None:
                 spent.add(child.usage)
+        if step.agent is not None or kind == "agent":
+            _agent_answered(step, result)
         return plain_result(result)
 
     def finish_step(
@@ -395,6 +430,29 @@ async def _no_progress(done: float, total: float | None, message: str | None) ->
     return None
 
 
+def _agent_answered(step: StepSpec, result: Any) -> None:
+    """An agent that stopped before its answer (a limit, the run's budget, an error) failed its
+    step: raised with the agent's result attached (`on_error: continue` keeps it in the record)."""
+    if not isinstance(result, dict):
+        return
+    answer = cast("dict[str, Any]", result)
+    status = answer.get("status")
+    if status in (None, "success"):
+        return
+    said = str(answer.get("summary") or status)
+    detail = said if said.startswith("the agent") else f"the agent {said}"
+    hint = (
+        "raise the agent's limits (max_iterations, max_tokens, max_cost_usd, timeout) or the run's agent "
+        "budget (limits: max_agent_*); on_error: continue keeps the run going with its partial result"
+        if status != "error"
+        else "the agent's result says what went wrong; on_error: continue keeps the run going"
+    )
+    kind = SkillTimeoutError if status == "timeout" else SkillRunError
+    failure = kind(f"{detail} (status {status})", hint=hint, where=f"step '{step.id}'")
+    failure.attached = answer
+    raise failure
+
+
 class _StepAgent:
     """An `agent:` step as the Skill an agent run needs: its name, description and instructions."""
 
@@ -425,19 +483,27 @@ async def run_pipeline(
     budget: Budget | None = None,
     dispatch: Dispatch | None = None,
     gate: StepGate | None = None,
+    usage: RunUsage | None = None,
     steps: StepLog | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`.
+    """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`, `summary`
+    and `usage` (the summary may count failed steps: the caller decides what PARTIAL means).
 
     `budget` carries the run's limits (default: the built-in server limits lowered by the
     pipeline's own `limits:` and `timeout:`). With `gate`, the run pauses after each top-level
     step and the gate decides: continue, stop (`RunStopped`) or re-run the step (`_stepping`).
+    `usage` is filled with what the run spends as it goes, so that a caller can report the
+    usage of a run that fails (whatever stops it).
     """
     spec = compiled.spec
     if budget is None:
         budget = Budget(DEFAULT_LIMITS.within(spec.limits, timeout=spec.timeout), server=DEFAULT_LIMITS)
+    ctx.extras[ASKING_KEY] = Asking.of(ctx.extras)  # who its `ask:` steps ask, and the answers given so far
     outer = ctx.extras.get(AGENT_BUDGET_KEY)  # the caller's (a pipeline step, a tool call): it bounds this run too
     agents = RunBudget.of(budget.limits, parent=outer if isinstance(outer, RunBudget) else None)
+    ledger = usage if usage is not None else RunUsage()
+    if dispatch is not None:
+        dispatch = _recording(dispatch, ledger)
     run = RunContext(
         catalog=catalog,
         spec=spec,
@@ -447,6 +513,7 @@ async def run_pipeline(
         budget=budget,
         agents=agents,
         dispatch=dispatch,
+        usage=ledger,
         steps=steps,
     )
     graph = compiled.graph(checkpointer)
@@ -460,6 +527,7 @@ async def run_pipeline(
             raise PipelineError(f"run {run_id} has nothing to resume", hint="start a new run")
         done: dict[str, Any] = before.get("scope") or {}
         run.progress.restore(sum(1 for s in spec.steps if s.id in done))
+        ledger.add_records(before.get("usage"))  # what earlier attempts spent (and checkpointed)
         budget.restore(add_counts(before.get("spent"), spent_in_flight(spec, before.get("fanin") or {})))
     else:
         scope = dict(inputs or {})
@@ -523,12 +591,22 @@ async def run_pipeline(
     log.info("pipeline %s run %s finished in %.3fs", spec.id, run_id, time.perf_counter() - started)
     result = outputs_of(spec, scope)
     result[summary_key(spec)] = summary_of(spec, scope)
-    usage = usage_of(final.get("usage") or {})
-    if usage is not None:
-        result["usage"] = usage
+    result["usage"] = shown = usage_of(final.get("usage"))
+    if shown["calls"]:
         await ctx.log(
             "info",
-            f"pipeline {spec.id}: {usage['calls']} model call(s), {usage['total_tokens']:,} tokens, "
-            f"${usage['cost_usd']:.4f}",
+            f"pipeline {spec.id}: {shown['calls']} model call(s), {shown['total_tokens']:,} tokens, "
+            f"${shown['cost_usd']:.4f}",
         )
     return {**result, "run_id": run_id}
+
+
+def _recording(dispatch: Dispatch, ledger: RunUsage) -> Dispatch:
+    """`dispatch` whose items' usage (spent on a worker) the run's ledger counts as they return."""
+
+    async def dispatched(step: StepSpec, payload: dict[str, Any]) -> dict[str, Any]:
+        update = await dispatch(step, payload)
+        ledger.add_records(update.get("usage"))
+        return update
+
+    return dispatched

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -22,14 +23,16 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 
-from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunError
+from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunError, SkillsError
 from skills.core.errors import clip, error_envelope
 
 from ._checkpoints import saver as checkpoint_saver
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
 from ._steplog import StepLog
-from .errors import Issue, PipelineError, RunCancelled, RunStopped, StepFailed, VerificationError
+from ._summary import run_summary_in
+from .asking import ANSWERS_KEY, RunWaiting, waiting_result
+from .errors import Issue, PipelineError, RunCancelled, RunPartial, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from skills.core.roles import RoleBook
 
     from ._pgruns import PgRunStore
-    from ._stepping import StepGate
+    from ._stepping import Decision, StepGate, StepView
 
 __all__ = ["PipelineService"]
 
@@ -151,11 +154,12 @@ class PipelineService:
         path = path.resolve()
         try:
             spec, smap = load_spec_file(path)
-        except VerificationError as exc:
-            exc.issues = all_issues(
+        except VerificationError as exc:  # the schema's issues, and what verifying the rest finds
+            issues = all_issues(
                 exc, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
             )
-            raise
+            errors = [i for i in issues if i.severity == "error"]
+            raise VerificationError(f"{len(errors)} problem(s) in {path}", hint=exc.hint, issues=issues) from None
         issues = verify(
             spec,
             smap,
@@ -235,12 +239,33 @@ class PipelineService:
         owner = str(ctx.extras.get(STARTED_BY_KEY) or LOCAL)  # whose run it is (`runs.may_see`)
         if self._queued(ctx, gate):
             source = await anyio.to_thread.run_sync(skill.body)
-            start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner)
+            needs = await anyio.to_thread.run_sync(self._needs, skill.spec)
+            start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner, needs=needs)
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
             return await self._here(run_id, self._through_queue(skill.name, run_id, ctx, resume=False))
         start = functools.partial(self.store.start, started_by=owner)
         await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self.drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
+
+    def _needs(self, spec: PipelineSpec) -> str:
+        """What a queued run calls, by digest, as this process has it (a worker compares: `_needs`)."""
+        from ._needs import as_json, needs_of
+
+        return as_json(needs_of(spec, self.catalog))
+
+    def _needs_of_run(self, run_id: str) -> str | None:
+        """`_needs` of a run resumed through the queue, from the YAML it recorded (the skills as
+        they are now: a run resumed after a skill was fixed runs the fixed one)."""
+        from .loader import load_spec
+
+        source = self._shared.source(run_id)
+        if source is None:
+            return None
+        try:
+            spec, _ = load_spec(source)
+        except VerificationError:
+            return None
+        return self._needs(spec)
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
@@ -249,7 +274,17 @@ class PipelineService:
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {pipeline}, run {run_id} on a worker")
         outcome = await self.queue.run(run_id, ctx.progress, ctx.extras.get("model"))  # it answers the run's asks
         if outcome.get("status") != "succeeded":
-            raise_outcome(outcome)
+            try:
+                raise_outcome(outcome)
+            except SkillsError as exc:  # what the run left (outputs, summary, usage): the worker recorded it
+                record = await self._store(self.store.get, run_id)
+                kept: dict[str, Any] | None = record.result if record is not None else None
+                summary = run_summary_in(kept)
+                if kept is not None and summary is not None and summary.get("failed"):
+                    raise RunPartial(kept, summary=summary, run_id=run_id, where=exc.where) from None
+                if kept:
+                    exc.attached = kept
+                raise
         return outcome["result"]
 
     async def resume(
@@ -273,17 +308,49 @@ class PipelineService:
                 hint="wait for it, or cancel it there; a run whose process died shows as interrupted",
             )
         if self._queued(ctx, gate):
-            await self._store(self._shared.queue, run_id)
+            needs = await anyio.to_thread.run_sync(self._needs_of_run, run_id)
+            await self._store(self._shared.queue, run_id, needs)
             return await self._here(run_id, self._through_queue(record.pipeline, run_id, ctx, resume=True))
-        published = self.catalog.find(record.pipeline)
-        if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
-            skill = published
-        elif record.file and Path(record.file).is_file():
-            skill = self.load_file(Path(record.file))
-        else:
-            skill = self.pipeline(record.pipeline)
+        skill = self._skill_of(record)
         await self._store(self.store.resumed, run_id)
         return await self.drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
+
+    def _skill_of(self, record: RunRecord) -> PipelineSkill:
+        """The pipeline a recorded run ran: the published one if it is still that file."""
+        published = self.catalog.find(record.pipeline)
+        if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
+            return published
+        if record.file and Path(record.file).is_file():
+            return self.load_file(Path(record.file))
+        return self.pipeline(record.pipeline)
+
+    async def answer(self, run_id: str, answer: Any, ctx: SkillContext, *, viewer: str | None = None) -> dict[str, Any]:
+        """Answer the question a `waiting` run waits on and resume it from its checkpoint.
+
+        A bad answer raises `AnswerError` and the run keeps waiting; with `viewer` (a client's
+        identity) a run of another identity is "no run", word for word. The result is the
+        resumed run's (which may wait again, on its next question)."""
+        from .asking import check_answer
+
+        record = await self._store(self.store.get, run_id)
+        if record is None or (viewer is not None and not may_see(record, viewer)):
+            raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
+        if record.status != "waiting" or record.asking is None:
+            raise PipelineError(
+                f"run {run_id} is not waiting for an answer (it is {record.status})",
+                hint="only a run whose status is `waiting` takes an answer; list_runs status=waiting shows them",
+            )
+        asking = record.asking
+        checked = check_answer(asking.get("schema") or {}, answer)
+        if await self._store(self.store.answer, run_id, asking.get("key"), checked) is None:
+            raise PipelineError(
+                f"run {run_id} was answered meanwhile",
+                hint="get_run shows where it is now; answer it if it waits again",
+            )
+        if self._queued(ctx, None):
+            await self._store(self._shared.queue, run_id)
+            return await self._here(run_id, self._through_queue(record.pipeline, run_id, ctx, resume=True))
+        return await self.drive(self._skill_of(record), record.inputs, ctx, run_id, resume=True)
 
     async def _here(self, run_id: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         """Await `work` (a run, or the wait for a worker's run) as `run_id` of this process:
@@ -343,12 +410,28 @@ class PipelineService:
         resume: bool,
         gate: StepGate | None = None,
     ) -> dict[str, Any]:
+        """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too).
+
+        A run succeeds only when every step did: one that went to its end with failed steps
+        (`on_error: continue`, a nested run that did) is recorded `failed`, with its result and
+        its summary line as the error, and raises `RunPartial` carrying that result. Whatever
+        ends a run, what it spent on models is recorded (`result.usage`) and travels with its
+        error (`SkillsError.attached`).
+        """
+        from ._outcomes import RunUsage
         from .runtime import run_pipeline
 
         artifacts = self.artifact_dir(skill.name, run_id)
         await self._tell(ctx)
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {skill.name}, run {run_id}")
+        if resume:  # its `ask:` steps find the answers given so far (`answer_run`)
+            ctx.extras[ANSWERS_KEY] = await self._store(self.store.answers, run_id)
         self._heartbeat.add(run_id)
+        usage = RunUsage()
+
+        def spent() -> dict[str, Any]:
+            return {"run_id": run_id, "usage": usage.shown()}
+
         steps = StepLog(self.store, run_id, skill.spec)
         steps.start()
         ended = "failed"
@@ -366,17 +449,31 @@ class PipelineService:
                     resume=resume,
                     budget=self.budget(skill, ctx),
                     dispatch=self._dispatcher(ctx, run_id),
-                    gate=gate,
+                    gate=self._timed(gate, run_id),
+                    usage=usage,
                     steps=steps,
                 )
-                await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
-            if self.dispatch is not None:
+                partial = _partial(result, run_id, skill)
+                if partial is None:  # succeeded: its result is in the history, no resume needs the checkpoints
+                    await saver.adelete_thread(run_id)
+            if self.dispatch is not None and partial is None:
                 await self._store(self._shared.forget_items, run_id)
             ended = "succeeded"
+        except RunWaiting as exc:  # nobody could be asked: the checkpoints stay, the run waits for its answer
+            if ctx.extras.get("step"):  # a pipeline called by a step: the calling run waits (and runs it again)
+                error = f"{exc.message} (the run that called it waits for the answer)"
+                await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
+                raise
+            ended = "waiting"
+            await steps.close(ended)
+            await self._store(self.store.wait, run_id, exc.record())
+            await ctx.log("info", f"run {run_id} waits for an answer to step '{exc.step_id}': {exc.question}")
+            return waiting_result(run_id, exc.record())
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
             ended = "stopped"
             await steps.close(ended)
-            await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
+            finish = functools.partial(self.store.finish, run_id, "stopped", result=spent(), error=str(exc))
+            await self._store(finish)
             raise
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
@@ -384,9 +481,16 @@ class PipelineService:
             ended = "cancelled" if isinstance(exc, RunCancelled) else "failed"
             await steps.close(ended)
             finish = functools.partial(
-                self.store.finish, run_id, ended, error=str(exc), failed_step=step, envelope=error_envelope(failure)
+                self.store.finish,
+                run_id,
+                ended,
+                result=spent(),
+                error=str(exc),
+                failed_step=step,
+                envelope=error_envelope(failure),
             )
             await self._store(finish)
+            failure.attached = spent()
             raise failure from None
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
@@ -401,23 +505,57 @@ class PipelineService:
             with anyio.CancelScope(shield=True):
                 await steps.close(ended)
                 cancelled = error_envelope(SkillCancelledError(f"run {run_id} was cancelled"))
-                await self._store(
-                    functools.partial(self.store.finish, run_id, "cancelled", error="cancelled", envelope=cancelled)
+                finish = functools.partial(
+                    self.store.finish, run_id, "cancelled", result=spent(), error="cancelled", envelope=cancelled
                 )
+                await self._store(finish)
             raise
         except Exception as exc:  # why: whatever else stopped it, the history must not say `running` forever
             error = f"stopped by an unexpected {type(exc).__name__} (the server log has the details)"
             with anyio.CancelScope(shield=True):
                 await steps.close(ended)
-                await self._store(
-                    functools.partial(self.store.finish, run_id, "failed", error=error, envelope=error_envelope(error))
+                finish = functools.partial(
+                    self.store.finish, run_id, "failed", result=spent(), error=error, envelope=error_envelope(error)
                 )
+                await self._store(finish)
+            if isinstance(exc, SkillsError) and not exc.attached:
+                exc.attached = spent()
             raise
         finally:
             self._heartbeat.remove(run_id)
             await steps.close(ended)  # (a second close writes nothing more)
+        if partial is not None:
+            failed_step = (partial.summary.get("failed_steps") or [None])[0]
+            finish = functools.partial(
+                self.store.finish,
+                run_id,
+                "failed",
+                result=result,
+                error=partial.message,
+                failed_step=failed_step,
+                envelope=error_envelope(partial),
+            )
+            await self._store(finish)
+            raise partial
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
         return result
+
+    def _timed(self, gate: StepGate | None, run_id: str) -> StepGate | None:
+        """`gate`, with the time each answer took counted as the run's pause (a person reading a
+        step's output is not the run running: `RunRecord.duration`)."""
+        if gate is None:
+            return None
+        asked = gate
+
+        async def timed(view: StepView) -> Decision:
+            began = time.monotonic()
+            try:
+                return await asked(view)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._store(self.store.pause, run_id, time.monotonic() - began)
+
+        return timed
 
     def _dispatcher(self, ctx: SkillContext, run_id: str) -> Any:
         """Where the run's parallel items go: the queue, when a worker drives the run (not inside an item)."""
@@ -524,3 +662,15 @@ class PipelineService:
             problems = [str(p.error) for p in self.catalog.problems() if p.path == target]
             raise SkillRunError(f"pipeline saved to {target} but not published: {'; '.join(problems)}")
         return skill
+
+
+def _partial(result: dict[str, Any], run_id: str, skill: PipelineSkill) -> RunPartial | None:
+    """The run went to its end; `RunPartial` when a step of it failed (None: it succeeded)."""
+    summary = run_summary_in(result)
+    if summary is None or not summary.get("failed"):
+        return None
+    first = str((summary.get("failed_steps") or [""])[0])
+    top = first.split("/")[0]
+    location = skill.step_location(top) if top else ""
+    where = f"step '{first}'" + (f" ({location})" if location else "") if first else ""
+    return RunPartial(result, summary=summary, run_id=run_id, where=where)

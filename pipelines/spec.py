@@ -31,7 +31,7 @@ __all__ = [
     "WhileSpec",
 ]
 
-StepKind = Literal["skill", "agent", "for", "while", "if", "group"]
+StepKind = Literal["skill", "agent", "prompt", "ask", "for", "while", "if", "group"]
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PIPELINE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 DEFAULT_MAX_ITERATIONS = 100
@@ -133,6 +133,23 @@ class StepSpec(_Model):
     (`skills`, `max_iterations`, `max_tokens`, `max_cost_usd`, `timeout`, `model`,
     `instructions`); `parameters` gives it `task` (and `context`). Its output is the agent
     result: status, output, summary, confidence, tokens, cost_usd, duration_s, iterations."""
+    prompt: str | None = None
+    """Instead of `skill`: ask a model inline. The text may hold `{{ }}` expressions, as
+    parameters do. The step's output is the model's answer (its text, or with `output:` the
+    JSON value it returned)."""
+    system: str | None = None
+    """With `prompt`: the system instructions (a template too)."""
+    output: dict[str, Any] | None = None
+    """With `prompt`: a JSON Schema the answer must fit (it must parse as JSON and fit, or the
+    model is asked once more with what did not fit; then the step fails naming it)."""
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    """With `prompt`: the longest answer in tokens (default: the model's, from models/registry.yaml)."""
+    ask: str | None = None
+    """Instead of `skill`: ask the person (a template too). The step's output is the answer: an
+    object with the fields of `schema`. A declined question fails the step."""
+    ask_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    """With `ask`: the answer's fields, a flat JSON Schema object (`properties` of strings,
+    numbers, integers, booleans or enums), as MCP elicitation allows. Default: one string `answer`."""
     parameters: dict[str, Any] = Field(default_factory=dict)
     """Arguments of the skill; strings may hold `{{ }}` expressions."""
     condition: Condition | None = None
@@ -175,9 +192,18 @@ class StepSpec(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepSpec:
-        calls = self.skill or self.agent is not None
-        if self.skill and self.agent is not None:
-            raise ValueError("a step calls either a `skill` or an `agent`, not both")
+        chosen = [
+            k
+            for k, v in (("skill", self.skill), ("agent", self.agent), ("prompt", self.prompt), ("ask", self.ask))
+            if v is not None and v != ""
+        ]
+        calls = bool(chosen)
+        if len(chosen) > 1:
+            raise ValueError(f"a step does one thing: {' and '.join(f'`{k}`' for k in chosen)} cannot go together")
+        if self.prompt is None and (self.system is not None or self.output is not None or self.max_tokens is not None):
+            raise ValueError("`system`, `output` and `max_tokens` belong to a `prompt:` step")
+        if self.ask is None and self.ask_schema is not None:
+            raise ValueError("`schema` belongs to an `ask:` step")
         if self.if_ is not None:
             if calls or self.for_ or self.while_ or self.steps:
                 raise ValueError("an `if` step only branches: move skill/agent/for/while/steps into its branches")
@@ -186,11 +212,11 @@ class StepSpec(_Model):
         if self.while_ is not None and self.for_ is not None:
             raise ValueError("a step is either a `for` or a `while` loop, not both")
         if calls and self.steps:
-            raise ValueError("a step has either `skill` (or `agent`) or nested `steps`, not both")
+            raise ValueError("a step has either `skill` (or `agent`, `prompt`, `ask`) or nested `steps`, not both")
         if self.while_ is not None and not self.steps and not calls:
             raise ValueError("a `while` step needs nested `steps` (or a `skill`) to repeat")
         if self.if_ is None and not calls and not self.steps:
-            raise ValueError("a step needs `skill`, `agent`, nested `steps`, or `if`")
+            raise ValueError("a step needs `skill`, `agent`, `prompt`, `ask`, nested `steps`, or `if`")
         return self
 
     @property
@@ -203,19 +229,34 @@ class StepSpec(_Model):
             return "while"
         if self.agent is not None:
             return "agent"
+        if self.prompt is not None:
+            return "prompt"
+        if self.ask is not None:
+            return "ask"
         return "skill" if self.skill else "group"
 
     @property
     def calls(self) -> bool:
-        """True when the step itself calls something (a skill or an agent), loop or not."""
-        return bool(self.skill) or self.agent is not None
+        """True when the step itself calls something (a skill, an agent, a model or the person), loop or not."""
+        return bool(self.skill) or self.agent is not None or self.prompt is not None or self.ask is not None
 
     @property
     def callee(self) -> str | None:
-        """What the step calls, for help text and graphs: the skill's name, or `agent`."""
+        """What the step calls, for help text and graphs: the skill's name, `agent`, `prompt` or `ask`."""
         if self.skill:
             return self.skill
-        return "agent" if self.agent is not None else None
+        if self.agent is not None:
+            return "agent"
+        return "prompt" if self.prompt is not None else "ask" if self.ask is not None else None
+
+    def templates(self) -> dict[str, Any]:
+        """What is rendered in scope before the step's call: the parameters of a skill or an
+        agent, the texts of a `prompt:` (`prompt`, `system`) or an `ask:` (`ask`)."""
+        if self.prompt is not None:
+            return {"prompt": self.prompt} if self.system is None else {"prompt": self.prompt, "system": self.system}
+        if self.ask is not None:
+            return {"ask": self.ask}
+        return self.parameters
 
     def branches(self) -> list[tuple[str, str | None, list[StepSpec]]]:
         """(`then`|`elif1`...|`else`, condition, steps) of an `if` step, in order."""

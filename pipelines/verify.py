@@ -33,6 +33,7 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import expressions
+from ._verify_inline import check_inline
 from ._yamlmap import Path_, SourceMap
 from .errors import Issue, VerificationError
 from .loader import load_spec
@@ -337,6 +338,8 @@ class _Verifier:
         elif step.agent is not None:
             self.expression((*path, "parameters"), step.parameters, body, step)
             self.agent(step, body)
+        elif step.prompt is not None or step.ask is not None:
+            check_inline(self, step, body)
         elif step.parameters:
             self.add(
                 (*path, "parameters"),

@@ -10,17 +10,24 @@ takes two kinds of task (see `_queue`):
 - an item: it runs one item of a parallel loop and records its result in the shared state
   (`PgRunStore.put_item`), unless it was recorded already.
 
+A worker keeps up with the skills and pipelines a run was started with (`_needs`): when the run
+names one this worker lacks, or has in another version, it reads its skill folders and pipelines
+again before it verifies the run. A run it still cannot run fails at once with the real problem
+(each issue, with file, line and hint), recorded in the run store (`runs show`) and logged here:
+never left `queued`.
+
 Everything a run or an item does inside (a pipeline called as a step, the loops of an item) runs
 here, in the same worker.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -32,6 +39,7 @@ from skills import SkillContext, SkillsError
 from skills.core.budget import AGENT_BUDGET_KEY
 
 from ._loops import run_item
+from ._needs import describe, from_json, stale
 from ._owner import Owner
 from ._queue import (
     HOSTS,
@@ -47,7 +55,7 @@ from ._queue import (
     secure,
 )
 from ._wire import serving
-from .errors import PipelineError, StepFailed
+from .errors import PipelineError, StepFailed, VerificationError
 from .runtime import RunContext
 from .service import HERE_KEY, ITEM_KEY, PipelineService
 from .spec import StepSpec
@@ -79,6 +87,7 @@ class WorkerHost:
         name: str | None = None,
         concurrency: int = 8,
         redelivery_timeout: float = 30.0,
+        reload: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         if service.queue is None or not service.backends.state:
             raise PipelineError("a worker needs the shared state and the queue", hint="give --state and --queue")
@@ -97,6 +106,9 @@ class WorkerHost:
         """Items found recorded when a run driven here reached a parallel step (run, slot): a
         resumed run takes them instead of queueing them again."""
         self._reading = anyio.Lock()
+        self.reload = reload or service.catalog.refresh
+        """Reads the worker's skill folders and pipelines again (a run needs what it lacks)."""
+        self._reloading = anyio.Lock()
         service.dispatch = self.dispatch
 
     async def serve(self, ready: Callable[[], None] | None = None) -> None:
@@ -157,6 +169,9 @@ class WorkerHost:
         run_id = record.run_id
         try:
             skill = await self._skill(record)
+        except Exception as exc:  # why: a run this worker cannot run fails here, said and recorded
+            return await self._cannot_run(record, exc)
+        try:
             resume = await self.service.has_checkpoint(run_id)
             await self._io(self.store.resumed, run_id)  # running, in this process
             await self._io(self.store.restart_spending, run_id)
@@ -198,6 +213,10 @@ class WorkerHost:
             return {"status": "done"}
         try:
             pipeline, skill = await self._run_skill(run_id)
+        except Exception as exc:  # why: the run that waits fails at this step with the problem
+            error = self._unrunnable(run_id, exc, f"item {index + 1} of step '{step_id}'")
+            return {"status": "failed", "error": error | {"step": step_id}}
+        try:
             compiled = skill.compiled()
             step = next((s for s in skill.spec.walk() if s.id == step_id), None)
             if step is None:
@@ -246,27 +265,93 @@ class WorkerHost:
         return known
 
     async def _skill(self, record: RunRecord) -> PipelineSkill:
-        """The run's pipeline, from the YAML it recorded (verified and compiled once per text)."""
+        """The run's pipeline, from the YAML it recorded (verified and compiled once per text),
+        against this worker's Catalog once it holds what the run was started with."""
         source = await self._io(self.store.source, record.run_id)
+        needs = from_json(await self._io(self.store.needs, record.run_id))
+        await self._keep_up(record.run_id, needs)
         if source is None:
-            return self.service.pipeline(record.pipeline)
-        digest = hashlib.sha256(source.encode()).hexdigest()
-        skill = self._skills.get(digest)
-        if skill is None:
-            file = Path(record.file or f"{record.pipeline}.yaml")
-            skill = await anyio.to_thread.run_sync(self.service.skill_from_text, source, file)
-            if len(self._skills) > 64:
-                self._skills.clear()
-            self._skills[digest] = skill
+            skill = self.service.pipeline(record.pipeline)
+        else:
+            digest = hashlib.sha256(source.encode()).hexdigest()
+            found = self._skills.get(digest)
+            if found is None:
+                file = Path(record.file or f"{record.pipeline}.yaml")
+                found = await anyio.to_thread.run_sync(self.service.skill_from_text, source, file)
+                if len(self._skills) > 64:
+                    self._skills.clear()
+                self._skills[digest] = found
+            skill = found
+        differ = await anyio.to_thread.run_sync(stale, needs, self.service.catalog)
+        if differ:  # verified, yet not what it was started with: another version of a skill here
+            raise PipelineError(describe(differ))
         return skill
+
+    async def _keep_up(self, run_id: str, needs: dict[str, str]) -> None:
+        """Read the skill folders and pipelines again when the run needs what this worker's
+        Catalog lacks or holds in another version (once for the runs and items that wait)."""
+        catalog = self.service.catalog
+        if not needs or not await anyio.to_thread.run_sync(stale, needs, catalog):
+            return
+        async with self._reloading:
+            differ = await anyio.to_thread.run_sync(stale, needs, catalog)  # another run may have reloaded
+            if differ:
+                names = ", ".join(f"'{m.name}'" for m in differ)
+                log.info("run %s needs %s as it was started with: reading skills and pipelines again", run_id, names)
+                await self.reload()
+
+    async def _cannot_run(self, record: RunRecord, exc: Exception) -> Outcome:
+        """A run this worker cannot run: recorded as failed with the problem (not left `queued`)."""
+        error = self._unrunnable(record.run_id, exc, f"run {record.run_id} of {record.pipeline}")
+        text = f"{error['message']} (hint: {error['hint']})"
+        try:
+            await self._io(functools.partial(self.store.finish, record.run_id, "failed", error=text))
+        except Exception:  # why: the outcome still reaches the caller; the log says why the record could not
+            log.exception("run %s: its failure could not be recorded", record.run_id)
+        return {"status": "failed", "error": error}
+
+    def _unrunnable(self, run_id: str, exc: Exception, what: str) -> dict[str, Any]:
+        """The error envelope (and the worker's log line) of work this worker cannot start: every
+        problem named."""
+        if not isinstance(exc, PipelineError | SkillsError):
+            log.exception("%s: stopped by an unexpected error", what)
+        error = dict(failure(exc).get("error") or {})
+        problem = problem_text(exc)
+        error["message"] = f"run {run_id} failed: worker {self.name} cannot run it: {problem}"
+        if isinstance(exc, VerificationError) or not error.get("hint"):
+            error["hint"] = f"{_SAME_SKILLS}; then `orchestrator runs resume {run_id}` runs it"
+        log.error("%s cannot run here: %s (hint: %s)", what, problem, error["hint"])
+        return error
 
     @staticmethod
     async def _io(fn: Any, *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args)
 
 
+_SAME_SKILLS = (
+    "give every worker the skill folders and pipelines the servers have (the same --skills folders, "
+    "or an image built with them)"
+)
+
+
+def problem_text(exc: BaseException) -> str:
+    """What went wrong, in full: a pipeline that does not verify names each of its errors."""
+    if isinstance(exc, VerificationError):
+        errors = [i for i in exc.issues if i.severity == "error"] or exc.issues
+        if errors:
+            return "; ".join(str(i) for i in errors)
+    if isinstance(exc, PipelineError | SkillsError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"
+
+
 class _Progress:
-    """A run's progress as Docket's (whole numbers; the caller's replica passes it to its client)."""
+    """A run's progress as Docket's (whole numbers; the caller's replica passes it to its client).
+
+    Docket publishes an event per change (total, count, message), so one report is up to three
+    events: the message goes last, with the total and count already in it, and the waiting side
+    passes on only the events whose message is new (`_queue.Queue.run`): each report once.
+    """
 
     def __init__(self, progress: Any) -> None:
         self._progress = progress
@@ -278,12 +363,12 @@ class _Progress:
         if total is not None and int(total) != self._total:
             self._total = int(total)
             await self._progress.set_total(max(self._total, 1))
-        if message != self._message:
-            self._message = message
-            await self._progress.set_message(message)
         if int(done) > self._done:
             await self._progress.increment(int(done) - self._done)
             self._done = int(done)
+        if message != self._message:
+            self._message = message
+            await self._progress.set_message(message)
 
 
 def _warm_up() -> None:

@@ -105,11 +105,13 @@ def envelope(result: Any, *, report: bool = False) -> dict[str, Any]:
 
     The envelope is always the result's JSON text; it is also the structured content unless the
     tool declares an output schema (strict clients validate structured content against it), in
-    which case a meta tool may send its failure `report` (fitting that schema) instead.
+    which case a meta tool may send its failure `report` (fitting that schema) instead. Beside
+    `error`, the envelope of a run's failure carries what the run left (`run_id`, its outputs,
+    `summary`, `usage`); it is then also the structured content when it fits the schema.
     """
     assert result.is_error, result
     body = json.loads(result.content[0].text)
-    assert set(body) == {"error"} and set(body["error"]) == ENVELOPE_KEYS, body
+    assert "error" in body and set(body["error"]) == ENVELOPE_KEYS, body
     error = body["error"]
     assert isinstance(error["retryable"], bool) and all(
         isinstance(error[k], str) for k in ENVELOPE_KEYS - {"retryable"}

@@ -21,6 +21,7 @@ META = {
     "orchestrate",
     "spawn_agent",
     "run_pipeline",
+    "answer_run",
     "list_runs",
     "get_run",
     "cancel_run",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -417,6 +418,80 @@ def test_claude_config_write_creates_a_missing_file(orchestrator, env: dict[str,
     assert run.code == 0, run.err
     assert set(json.loads(path.read_text())["mcpServers"]) == {"orchestrator"}
     assert not path.with_name(path.name + ".bak").exists()
+
+
+@pytest.mark.parametrize(
+    ("client", "servers_key", "typed"),
+    [
+        ("claude-desktop", "mcpServers", False),
+        ("claude-code", "mcpServers", True),
+        ("cursor", "mcpServers", False),
+        ("vscode", "servers", True),
+    ],
+)
+def test_claude_config_prints_the_shape_each_host_reads(
+    orchestrator, home: Path, client: str, servers_key: str, typed: bool
+) -> None:
+    run = orchestrator("claude-config", "--client", client)
+    assert run.code == 0, run.err
+    printed = run.json()
+    assert list(printed) == [servers_key]
+    entry = printed[servers_key]["orchestrator"]
+    assert entry.pop("type", None) == ("stdio" if typed else None)
+    assert entry == {
+        "command": str(ORCHESTRATOR),
+        "args": ["serve"],
+        "env": {"ORCHESTRATOR_HOME": str(home.resolve())},
+    }
+
+
+def test_claude_config_for_claude_code_also_gives_the_claude_mcp_add_command(orchestrator, home: Path) -> None:
+    run = orchestrator("claude-config", "--client", "claude-code")
+    line = next(line for line in run.err.splitlines() if "claude mcp add" in line)
+    words = shlex.split(line[line.index("claude mcp add") :])
+    assert words[:3] == ["claude", "mcp", "add"]
+    assert words[words.index("--scope") + 1] == "project"
+    assert words[words.index("--env") + 1] == f"ORCHESTRATOR_HOME={home.resolve()}"
+    dash = words.index("--")
+    assert words[dash - 1] == "orchestrator"  # the server's name, before the command
+    assert words[dash + 1 :] == [str(ORCHESTRATOR), "serve"]
+
+
+def test_claude_config_write_puts_each_host_entry_in_its_own_file_keeping_the_rest(
+    orchestrator, env: dict[str, str], tmp_path: Path
+) -> None:
+    vscode = tmp_path / ".vscode" / "mcp.json"  # the workspace is the working directory
+    vscode.parent.mkdir()
+    theirs = {"inputs": [{"id": "token", "type": "promptString"}], "servers": {"github": {"type": "http", "url": "u"}}}
+    vscode.write_text(json.dumps(theirs))
+    written = {
+        "vscode": vscode,
+        "claude-code": tmp_path / ".mcp.json",
+        "cursor": Path(env["HOME"]) / ".cursor" / "mcp.json",
+    }
+    for client, path in written.items():
+        run = orchestrator("claude-config", "--client", client, "--write")
+        assert run.code == 0, run.err
+        assert str(path) in run.out
+    code = json.loads(written["claude-code"].read_text())["mcpServers"]["orchestrator"]
+    assert code["type"] == "stdio" and code["command"] == str(ORCHESTRATOR)
+    cursor = json.loads(written["cursor"].read_text())["mcpServers"]["orchestrator"]
+    assert "type" not in cursor and cursor["args"] == ["serve"]
+    merged = json.loads(vscode.read_text())
+    assert merged["inputs"] == theirs["inputs"] and merged["servers"]["github"] == theirs["servers"]["github"]
+    assert merged["servers"]["orchestrator"]["type"] == "stdio"
+    assert json.loads(vscode.with_name("mcp.json.bak").read_text()) == theirs
+    assert not Path(env["CLAUDE_CONFIG_PATH"]).exists()  # Claude Desktop's file is left alone
+
+
+def test_claude_config_write_refuses_a_vscode_file_whose_servers_is_not_an_object(orchestrator, tmp_path: Path) -> None:
+    vscode = tmp_path / ".vscode" / "mcp.json"
+    vscode.parent.mkdir()
+    vscode.write_text('{"servers": []}')
+    run = orchestrator("claude-config", "--client", "vscode", "--write")
+    assert run.code == 2
+    assert "'servers'" in run.err and str(vscode) in run.err
+    assert vscode.read_text() == '{"servers": []}'
 
 
 def test_claude_config_write_refuses_a_file_that_is_not_json(orchestrator, env: dict[str, str]) -> None:

@@ -100,6 +100,7 @@ def test_run_of_an_example_with_json_prints_its_outputs_and_run_id_and_the_run_i
     assert isinstance(result, dict)
     run_id = result.pop("run_id")
     assert result.pop("summary")["line"] == "SUCCESS: 1/1 steps succeeded, 0 failed, 0 skipped"
+    assert result.pop("usage")["calls"] == 0
     assert result == {"succeeded": True, "attempts": 3, "failures": 2}
     assert "[" not in run.err  # --json: no progress lines
 
@@ -155,6 +156,29 @@ def test_run_of_a_file_with_errors_lists_every_issue_and_exits_2(orchestrator, t
     assert "list-files" in issues[0] and "dirr" in issues[1] and "colour" in issues[3]
     assert run.err.splitlines()[-1].startswith("orchestrator: error: 3 problem(s)")
     assert run.out == ""
+
+
+# A schema error (the timeout) beside mistakes verification finds in the rest of the file.
+BROKEN_SCHEMA = """\
+id: broken-two
+steps:
+  - id: a
+    skill: nope-skill
+    parameters: {x: "{{ undefined_var }}"}
+  - id: b
+    skill: other-nope
+    timeout: banana
+outputs: {o: "{{ zzz }}"}
+"""
+
+
+def test_run_of_a_file_with_a_schema_error_counts_every_error_it_lists(orchestrator, tmp_path: Path) -> None:
+    pipeline = write(tmp_path / "broken.yaml", BROKEN_SCHEMA)
+    run = orchestrator("run", str(pipeline))
+    assert run.code == 2
+    errors = [line for line in issue_lines(run.err, pipeline) if ": error: " in line]
+    assert len(errors) == 5, run.err
+    assert run.err.splitlines()[-1].startswith(f"orchestrator: error: 5 problem(s) in {pipeline}"), run.err
 
 
 @pytest.mark.parametrize(
@@ -222,7 +246,7 @@ def test_a_failed_run_exits_1_and_resumes_after_the_fix_without_redoing_finished
     note.write_text("one\ntwo\n")
     resumed = orchestrator("runs", "resume", run_id, "--json")
     assert resumed.code == 0, resumed.err
-    assert {k: v for k, v in resumed.json().items() if k != "summary"} == {"lines": 2, "run_id": run_id}
+    assert {k: v for k, v in resumed.json().items() if k not in ("summary", "usage")} == {"lines": 2, "run_id": run_id}
     log = home / "pipelines" / "read-note" / "runs" / run_id / "log.txt"
     assert log.read_text() == "x"  # the finished step did not run again
 

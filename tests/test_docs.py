@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,10 +86,43 @@ def test_docs_prints_the_section_a_hint_cites(env: dict[str, str], tmp_path: Pat
 
 def test_docs_lists_the_pages_and_says_what_it_cannot_find(env: dict[str, str], tmp_path: Path) -> None:
     listed = run_cli("docs", env=env, cwd=tmp_path)
-    assert listed.code == 0 and "Pages: cli, index, long-work, models, pipelines, servers, skills" in listed.out
+    assert listed.code == 0 and "Pages: cli, cli-reference, configuration, development, distributed," in listed.out
     page = run_cli("docs", "servers", env=env, cwd=tmp_path)
     assert page.code == 0 and page.out == (DOCS / "servers.md").read_text(encoding="utf-8")
     typo = run_cli("docs", "pipline", env=env, cwd=tmp_path)
     assert typo.code == 2 and "did you mean 'pipelines'?" in typo.err
     section = run_cli("docs", "pipelines#on-error", env=env, cwd=tmp_path)
     assert section.code == 2 and "did you mean on_error-continue" in section.err
+
+
+def _mkdocs(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    if not mkdocs.is_file():
+        pytest.skip("mkdocs is not installed: `uv sync --all-extras` (the `docs` extra) installs it")
+    return subprocess.run(
+        [str(mkdocs), "build", "--strict", "-f", str(config), "--site-dir", str(site)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_site_builds_strictly_and_a_new_page_needs_no_nav_entry(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    shutil.copytree(DOCS, copy / "docs")
+    shutil.copy(REPO / "mkdocs.yml", copy / "mkdocs.yml")
+    (copy / "docs" / "outcomes.md").write_text("# Outcomes\n\nSee [pipelines](pipelines.md#runs).\n")
+    built = _mkdocs(copy / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0, built.stderr
+    assert (tmp_path / "site" / "outcomes" / "index.html").is_file()
+    assert (tmp_path / "site" / "cli-reference" / "index.html").is_file()
+    (copy / "docs" / "outcomes.md").write_text("# Outcomes\n\nSee [pipelines](pipelines.md#no-such-section).\n")
+    broken = _mkdocs(copy / "mkdocs.yml", tmp_path / "site")
+    assert broken.returncode != 0 and "no-such-section" in broken.stderr
+
+
+def test_ci_builds_the_site_strictly() -> None:
+    lines = (REPO / ".ci" / "run").read_text().splitlines()
+    assert any(".venv/bin/mkdocs build --strict" in line and not line.startswith("#") for line in lines)

@@ -61,12 +61,12 @@ async def test_code_review_reports_tests_that_could_not_run_with_the_reason(home
         impl="def run(**kwargs):\n    raise RuntimeError('No module named pytest')\n",
     )
     project = _project(tmp_path / "project", TESTS)
-    out = await call(home, "code-review", {"directory": str(project)})
+    out = await call(home, "code-review", {"directory": str(project)}, partial="tests")  # reported, and not a success
     assert out["tests"].startswith("error: ") and "No module named pytest" in out["tests"]
     assert (out["tests_passed"], out["tests_failed"]) == (0, 0)
     text = Path(out["report"]).read_text()
     assert "tests error: " in text and "No module named pytest" in text
-    health = await call(home, "project-health", {"directory": str(project)})
+    health = await call(home, "project-health", {"directory": str(project)}, partial="review/tests")
     assert health["tests"] == out["tests"]
 
 

@@ -293,6 +293,7 @@ async def test_a_call_goes_to_the_anthropic_api_with_usage_and_cost(stub: Anthro
         "total_tokens": 1500,
         "cost_usd": pytest.approx((1200 * 4.0 + 300 * 20.0) / 1e6),
         "calls": 1,
+        "estimated": False,  # counted by the provider
     }
     (request,) = stub.requests
     assert request["path"] == "/v1/messages"

@@ -178,6 +178,10 @@ def test_a_wheel_install_lists_every_example_pipeline(
     assert json.loads(total.stdout)["total"] == 5
 
 
+PARTIAL_WITHOUT_PYTEST = {"code-review", "project-health"}
+"""Examples that run the project's tests: the fresh environment has no pytest, so they end PARTIAL."""
+
+
 async def test_a_wheel_install_serves_and_runs_every_example_over_stdio(
     wheel: Path, fresh_venv: Path, outside: dict[str, str], tmp_path: Path
 ) -> None:
@@ -190,7 +194,10 @@ async def test_a_wheel_install_serves_and_runs_every_example_over_stdio(
             assert set(arguments) <= tools
             for name, args in sorted(arguments.items()):
                 result = await client.call_tool(name, args)
-                assert not result.is_error, (name, result.content)
+                if name in PARTIAL_WITHOUT_PYTEST:  # its tests step fails (on_error: continue): PARTIAL, outputs kept
+                    assert result.is_error and "ended PARTIAL" in getattr(result.content[0], "text", ""), result
+                else:
+                    assert not result.is_error, (name, result.content)
                 assert result.structured_content is not None and result.structured_content["run_id"]
             listed = await client.read_resource("skill://code-review-checklist/references/checklist.md")
     assert listed.contents and getattr(listed.contents[0], "text", "")

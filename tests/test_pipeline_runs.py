@@ -256,6 +256,8 @@ async def test_a_failed_run_resumes_after_the_fix_without_rerunning_finished_ste
     marker.write_text("fixed")
     out = await resume(home, skills, run_id)
     summary = out.pop("summary")
+    usage = out.pop("usage")
+    assert usage["calls"] == 0
     assert summary["line"] == "SUCCESS: 4/4 steps succeeded, 0 failed, 0 skipped"  # those finished before count too
     assert out == {"first": "first", "items": ["item1", "item2", "item3"], "opened": True, "run_id": run_id}
     calls = _lines(log)
@@ -264,7 +266,7 @@ async def test_a_failed_run_resumes_after_the_fix_without_rerunning_finished_ste
     assert calls[-2:] == ["gate", "last"] and calls.count("gate") == 2
     record = RunStore(home / "state.sqlite").get(run_id)
     assert record is not None and record.status == "succeeded"
-    assert record.result == {**out, "summary": summary}
+    assert record.result == {**out, "summary": summary, "usage": usage}
 
 
 async def test_a_failed_parallel_item_is_the_only_item_run_again_on_resume(
@@ -296,7 +298,7 @@ async def test_a_failed_parallel_item_is_the_only_item_run_again_on_resume(
     assert _lines(log) == ["item1", "item2", "item3"]
     marker.write_text("fixed")
     out = await resume(home, skills, run_id)
-    assert out.pop("summary")["succeeded"] == 1
+    assert out.pop("summary")["succeeded"] == 1 and out.pop("usage")["calls"] == 0
     assert out == {"labels": ["item1", "item2", "item3"], "run_id": run_id}
     assert _lines(log) == ["item1", "item2", "item3", "item3"]
 
@@ -393,7 +395,7 @@ async def test_a_run_of_a_killed_server_is_resumed_by_another_process_without_re
 
     marker.write_text("go")
     out = await resume(home, skills, run_id)
-    assert out.pop("summary")["line"].startswith("SUCCESS: ")
+    assert out.pop("summary")["line"].startswith("SUCCESS: ") and out.pop("usage")["calls"] == 0
     assert out == {"first": "first", "last": {"label": "last", "after": True}, "run_id": run_id}
     assert _lines(log) == ["first", "wait", "wait", "last"]
     record = RunStore(home / "state.sqlite").get(run_id)

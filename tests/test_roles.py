@@ -181,6 +181,7 @@ steps:
     for: {items: [a, b], variable: name, parallel: true}
     agent: {skills: [number-stats], max_tokens: 10000, max_iterations: 10}
     parameters: {task: "Measure {{ name }}"}
+    on_error: continue
 outputs:
   statuses: "{{ work | map(attribute='status') | list }}"
   tokens: "{{ work | map(attribute='tokens') | list }}"
@@ -197,8 +198,12 @@ async def test_two_parallel_agents_are_stopped_together_by_the_runs_shared_budge
         stub.reply(tool_uses=[{"name": "number-stats", "input": {"values": [1, 2]}}], input_tokens=50, output_tokens=10)
     async with connect(home, None) as client:
         registered = data_of(await client.call_tool("register_pipeline", {"yaml": BUDGET}))
-        data = data_of(await client.call_tool("parallel-agents", {}))
+        result = await client.call_tool("parallel-agents", {})
     assert registered["registered"]
+    # Stopped by the budget before their answers, both agents failed: the run is PARTIAL (an
+    # error), and each item's failure record keeps what its agent had.
+    assert "PARTIAL: 0/1 steps succeeded, 1 failed (work)" in envelope(result)["message"]
+    data = json.loads(getattr(result.content[0], "text", ""))
     assert data["statuses"] == ["budget_exceeded", "budget_exceeded"]
     # Each turn spends 60: the budget of 100 is spent after the second turn of either agent; no turn
     # starts after that (one in flight may still end: at most three turns in all).

@@ -178,8 +178,8 @@ def test_allow_dir_on_the_command_line_opens_a_folder(home: Path, project: Path,
     assert bad.code == 2 and "--allow-dir" in bad.err and "not a directory" in bad.err
 
 
-def test_the_readmes_refusal_example_is_what_a_user_sees(home: Path, project: Path) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_security_pages_refusal_example_is_what_a_user_sees(home: Path, project: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
     block = readme.split("it exists) is told:\n\n```\n", 1)[1].split("```", 1)[0]
     command, shown = block.splitlines()[0], block.splitlines()[1]
     assert command.endswith("orchestrator call read-file --arg path=/etc/passwd")

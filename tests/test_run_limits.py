@@ -226,11 +226,11 @@ async def test_the_steps_of_a_pipeline_called_by_a_step_count_towards_the_caller
     assert parent.pipeline == "parent" and parent.status == "failed" and parent.failed_step == "each"
 
 
-def test_the_readme_config_shows_the_default_limits_and_parses(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_configuration_page_shows_the_default_limits_and_parses(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     label = "`~/.orchestrator/config.yaml` (these are the defaults; a file without a key keeps its default):"
     match = re.search(re.escape(label) + r"\s*\n+```yaml\n(.*?)```", readme, re.S)
-    assert match, "README has no config.yaml block"
+    assert match, "docs/configuration.md has no config.yaml block"
     config = tmp_path / "config.yaml"
     config.write_text(match.group(1))
     assert ServerLimits(config).current() == DEFAULT_LIMITS

@@ -143,7 +143,7 @@ def test_doctor_checks_the_state_and_the_queue_and_never_shows_a_password(
     assert "postgres:***@" in text.out and "s3cret" not in text.out + text.err
     nobody = f"postgresql://postgres:s3cret-pw@127.0.0.1:{free_port()}/nowhere"
     down = run_cli("doctor", "--state", nobody, "--queue", f"redis://127.0.0.1:{free_port()}/0", env=env, cwd=tmp_path)
-    assert down.code == 0
+    assert down.code == 1  # a check failed (both are unreachable)
     assert "state:      postgresql postgresql://postgres:***@" in down.out and "UNREACHABLE" in down.out
     assert "queue:      redis redis://127.0.0.1:" in down.out
     assert "s3cret" not in down.out + down.err

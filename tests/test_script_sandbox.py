@@ -120,13 +120,32 @@ async def test_an_executable_with_a_shebang_runs_directly(tmp_path: Path, isolat
     assert await run(tmp_path, isolation, program) == "direct"
 
 
+BASH_ONLY = '#!/bin/bash\nwords=(a b c)\necho "\\"${#words[@]} words in ${BASH_VERSION:+bash}\\""\n'
+
+
+async def test_the_interpreter_is_chosen_by_the_shebang_then_the_suffix(tmp_path: Path, isolation: Isolation) -> None:
+    # a .sh with #!/bin/bash runs in bash (its arrays would be a syntax error in /bin/sh), run bit or not
+    assert await run(tmp_path, isolation, script(tmp_path, "count.sh", BASH_ONLY)) == "3 words in bash"
+    # no run bit, no suffix: the #! line decides, with its one argument
+    env_bash = script(tmp_path, "answer", BASH_ONLY.replace("#!/bin/bash", "#!/usr/bin/env bash"))
+    assert await run(tmp_path, isolation, env_bash) == "3 words in bash"
+    # a .py is run by the server's own Python whatever its #! line says (its packages are importable)
+    python = script(tmp_path, "which.py", "#!/bin/false\nimport json, sys\nprint(json.dumps(sys.version_info[0]))\n")
+    assert await run(tmp_path, isolation, python) == 3
+    # a .sh without a #! line: /bin/sh
+    assert await run(tmp_path, isolation, script(tmp_path, "plain.sh", "echo '\"sh\"'\n")) == "sh"
+
+
 async def test_a_missing_or_non_executable_program_is_refused_with_a_hint(tmp_path: Path, isolation: Isolation) -> None:
     with pytest.raises(SkillRunError, match="does not exist") as missing:
         await run(tmp_path, isolation, tmp_path / "skill" / "scripts" / "nope.py")
     assert "relative to the skill folder" in missing.value.hint
-    with pytest.raises(SkillRunError, match="not executable") as plain:
-        await run(tmp_path, isolation, script(tmp_path, "tool", "#!/bin/sh\necho 1\n"))
-    assert "chmod +x" in plain.value.hint
+    with pytest.raises(SkillRunError, match="no #! line and is not executable") as plain:
+        await run(tmp_path, isolation, script(tmp_path, "tool", "echo 1\n"))
+    assert "#!" in plain.value.hint and "chmod +x" in plain.value.hint
+    with pytest.raises(SkillRunError, match="not an absolute path") as relative:
+        await run(tmp_path, isolation, script(tmp_path, "tool.sh", "#!bash\necho 1\n"))
+    assert "#!/usr/bin/env bash" in relative.value.hint
     not_executable = re.escape(os.strerror(errno.ENOEXEC))  # the system's words for "no #! line, not a binary"
     with pytest.raises(SkillRunError, match=rf"cannot execute .*{not_executable}"):
         await run(tmp_path, isolation, script(tmp_path, "no-shebang", "echo 1\n", mode=0o755))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli, write_skill
+from helpers import envelope, run_cli, write_skill
 from mcp import Client
 
 from mcp_server import create_server
@@ -33,15 +33,21 @@ def skills(tmp_path: Path) -> Path:
     return root
 
 
-async def _call(home: Path, skills: Path, text: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Publish the pipeline, call it; (its structured result, its tool's output schema)."""
+async def _call(home: Path, skills: Path, text: str, *, partial: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Publish the pipeline, call it; (its structured result, its tool's output schema).
+
+    `partial`: a step fails under `on_error: continue`, so the result is an error whose
+    structured content is the envelope with the outputs, summary and usage beside it."""
     folder = home / "pipelines"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summed.yaml").write_text(textwrap.dedent(text))
     async with Client(create_server(home=home, skill_dirs=[skills])) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         result = await client.call_tool("summed", {})
-    assert not result.is_error, result.content
+    if partial:
+        assert envelope(result)["type"] == "skill_failed"
+    else:
+        assert not result.is_error, result.content
     assert result.structured_content is not None and tools["summed"].output_schema is not None
     return result.structured_content, tools["summed"].output_schema
 
@@ -77,7 +83,7 @@ outputs:
 
 
 async def test_the_result_counts_succeeded_failed_and_skipped_steps_in_a_line(home: Path, skills: Path) -> None:
-    data, schema = await _call(home, skills, MIXED)
+    data, schema = await _call(home, skills, MIXED, partial=True)
     assert data["summary"] == {
         "total": 6,
         "succeeded": 3,  # first, nested, quoting: quoting a failure record is not failing
@@ -91,7 +97,9 @@ async def test_the_result_counts_succeeded_failed_and_skipped_steps_in_a_line(ho
     assert summary["type"] == "object" and set(summary["required"]) == set(data["summary"])
 
 
-async def test_a_failure_deep_inside_a_loop_item_fails_its_top_level_step(home: Path, skills: Path) -> None:
+async def test_a_failure_deep_inside_a_loop_item_fails_its_top_level_step_and_is_named_by_its_path(
+    home: Path, skills: Path
+) -> None:
     text = """\
     id: summed
     steps:
@@ -106,8 +114,9 @@ async def test_a_failure_deep_inside_a_loop_item_fails_its_top_level_step(home: 
       - id: after
         skill: echo
     """
-    data, _ = await _call(home, skills, text)
-    assert data["summary"]["failed_steps"] == ["outer"] and data["summary"]["succeeded"] == 1
+    data, _ = await _call(home, skills, text, partial=True)
+    assert data["summary"]["failed_steps"] == ["outer/branch/deep"] and data["summary"]["succeeded"] == 1
+    assert data["summary"]["failed"] == 1
 
 
 async def test_a_pipeline_with_its_own_summary_output_gets_the_run_summary_as_run_summary(
@@ -126,19 +135,36 @@ async def test_a_pipeline_with_its_own_summary_output_gets_the_run_summary_as_ru
     assert "run_summary" in schema["properties"]
 
 
-def test_the_command_line_prints_the_summary_line_and_keeps_it_out_of_the_outputs(
+def test_the_command_line_prints_the_outputs_of_a_partial_run_says_partial_and_exits_1(
     tmp_path: Path, home: Path, skills: Path
 ) -> None:
     pipeline = tmp_path / "summed.yaml"
     pipeline.write_text(MIXED)
     env = {**os.environ, "ORCHESTRATOR_HOME": str(home)}
     plain = run_cli("run", str(pipeline), "--skills", str(skills), env=env, cwd=tmp_path)
-    assert plain.code == 0, plain.err
-    assert json.loads(plain.out) == {"first": 1}
-    assert "orchestrator: PARTIAL: 3/6 steps succeeded, 2 failed (broken, items), 1 skipped" in plain.err
+    assert plain.code == 1, plain.err
+    assert json.loads(plain.out) == {"first": 1}  # what it computed is not lost
+    assert "ended PARTIAL: 3/6 steps succeeded, 2 failed (broken, items), 1 skipped" in plain.err
     full = run_cli("run", str(pipeline), "--skills", str(skills), "--json", env=env, cwd=tmp_path)
-    assert full.code == 0, full.err
-    assert json.loads(full.out)["summary"]["failed_steps"] == ["broken", "items"]
+    assert full.code == 1, full.err
+    data = json.loads(full.out)
+    assert data["status"] == "failed" and data["first"] == 1
+    assert data["summary"]["failed_steps"] == ["broken", "items"] and data["usage"]["calls"] == 0
+    listed = run_cli("runs", "list", "--json", env=env, cwd=tmp_path).json()
+    assert isinstance(listed, dict)
+    assert [r["status"] for r in listed["runs"]] == ["failed", "failed"]
+    assert listed["runs"][0]["failed_step"] == "broken" and "PARTIAL" in listed["runs"][0]["error"]
+    assert listed["runs"][0]["result"]["first"] == 1
+
+
+def test_the_command_line_prints_a_successful_runs_summary_line(tmp_path: Path, home: Path, skills: Path) -> None:
+    pipeline = tmp_path / "fine.yaml"
+    pipeline.write_text("id: fine\nsteps:\n  - {id: first, skill: echo, parameters: {x: 1}}\n")
+    env = {**os.environ, "ORCHESTRATOR_HOME": str(home)}
+    plain = run_cli("run", str(pipeline), "--skills", str(skills), env=env, cwd=tmp_path)
+    assert plain.code == 0, plain.err
+    assert json.loads(plain.out) == {"first": {"x": 1}}  # no run_id, summary nor usage among the outputs
+    assert "orchestrator: SUCCESS: 1/1 steps succeeded, 0 failed, 0 skipped" in plain.err
 
 
 async def test_plan_and_run_review_returns_issues_and_fix_instructions_as_lists(home: Path) -> None:

@@ -2,19 +2,23 @@
 
 Token counts and prices need a provider that reports them: the real `anthropic` SDK against a
 local Messages API stand-in (`AnthropicStub`). The client's model (sampling) reports calls only.
+Money spent is reported on every outcome (issue 22): a run that failed, the router's part of an
+`orchestrate` whose work failed, a model turn cut off by a timeout; and it is summed exactly.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures.anthropic_stub import AnthropicStub
 from fixtures.model_client import ClientModel, connect, final
-from helpers import write_skill
+from helpers import envelope, run_cli, write_skill
 from mcp_types import CallToolResult
 
 from adapters.models import load_registry
@@ -68,6 +72,12 @@ def skills(tmp_path: Path) -> Path:
         body="You get poems written.",
         contract={"run": {"agent": {"skills": ["haiku"], "max_tokens": 5000}}},
     )
+    write_skill(
+        root,
+        "slow-poet",
+        body="You get poems written, slowly.",
+        contract={"run": {"agent": {"skills": ["haiku"], "timeout": 1}}},
+    )
     return root
 
 
@@ -112,6 +122,7 @@ def _tally(input_tokens: int, output_tokens: int, cost: float, calls: int) -> di
         "total_tokens": input_tokens + output_tokens,
         "cost_usd": pytest.approx(cost),
         "calls": calls,
+        "estimated": False,
     }
 
 
@@ -213,3 +224,144 @@ async def test_an_agents_budget_counts_the_model_calls_of_its_tools(
     assert data["tokens"] == 1870
     orchestrator = load_registry(home).info("orchestrator")
     assert data["cost_usd"] == pytest.approx(orchestrator.cost(1700, 170), abs=1e-6)
+
+
+def body_of(result: CallToolResult) -> dict[str, Any]:
+    """The whole JSON text of an error result: the envelope and what the run left beside it."""
+    data: dict[str, Any] = json.loads(getattr(result.content[0], "text", ""))
+    return data
+
+
+FAILING = """
+    id: failing
+    inputs: {text: {type: string}}
+    steps:
+      - id: poem
+        skill: haiku
+        parameters: {topic: "{{ text }}"}
+      - id: summary
+        skill: summarize
+        parameters: {text: "{{ text }}"}
+    """
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_run_that_called_a_model_and_then_failed_reports_its_usage(
+    home: Path, skills: Path, tmp_path: Path, stub: AnthropicStub, mode: str
+) -> None:
+    _pipeline(home, "failing", FAILING)
+    stub.reply("Waves.", input_tokens=200, output_tokens=20)  # poem: fine
+    stub.reply("not JSON", input_tokens=500, output_tokens=50)  # summary: unusable, asked again,
+    stub.reply("still not JSON", input_tokens=600, output_tokens=60)  # unusable again: the step fails
+    async with connect(home, None, skill_dirs=[skills], mode=mode) as client:
+        result = await client.call_tool("failing", {"text": "A long text."})
+    error = envelope(result)
+    assert error["where"].startswith("step 'summary'")
+    usage = body_of(result)["usage"]
+    orchestrator = load_registry(home).info("orchestrator")
+    assert usage == {
+        **_tally(1300, 130, orchestrator.cost(1300, 130), 3),
+        "steps": {
+            "poem": _tally(200, 20, orchestrator.cost(200, 20), 1),
+            "summary": _tally(1100, 110, orchestrator.cost(1100, 110), 2),  # the failing step's own calls
+        },
+    }
+    run_id = body_of(result)["run_id"]
+    record = RunStore(Home.resolve(home).state_db).get(run_id)
+    assert record is not None and record.status == "failed" and record.usage == usage
+    env = {**os.environ, "ORCHESTRATOR_HOME": str(home)}
+    shown = run_cli("runs", "show", run_id, "--json", env=env, cwd=tmp_path)
+    assert shown.code == 0, shown.err
+    data = shown.json()
+    assert isinstance(data, dict) and data["status"] == "failed" and data["usage"] == usage
+    text = run_cli("runs", "show", run_id, env=env, cwd=tmp_path)
+    assert "usage:       3 model call(s), 1,300 in + 130 out tokens" in text.out
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_orchestrate_routed_to_a_failing_skill_keeps_the_routers_usage(
+    home: Path, tmp_path: Path, stub: AnthropicStub, mode: str
+) -> None:
+    missing = str(tmp_path / "nope.txt")
+    route = {"route": "skill", "skill": "read-file", "arguments": {"path": missing}, "reason": "one call"}
+    stub.reply(json.dumps(route), input_tokens=1000, output_tokens=100)
+    async with connect(home, None, mode=mode) as client:
+        result = await client.call_tool("orchestrate", {"request": "Show me nope.txt"})
+    error = envelope(result)
+    assert error["type"] == "skill_failed" and "nope.txt" in error["message"]
+    data = body_of(result)
+    haiku = load_registry(home).info("validation")
+    assert data["route"] == "skill" and data["skill"] == "read-file"
+    assert data["usage"]["router"]["calls"] == 1 and data["usage"]["router"]["total_tokens"] == 1100
+    assert data["usage"]["cost_usd"] == pytest.approx(haiku.cost(1000, 100), abs=1e-9)
+    assert result.structured_content == data  # it fits orchestrate's output schema
+
+
+async def test_cost_is_summed_exactly_and_rounded_only_when_shown(
+    home: Path, skills: Path, stub: AnthropicStub
+) -> None:
+    _pipeline(
+        home,
+        "three",
+        """
+        id: three
+        steps:
+          - id: poems
+            for: {items: [sea, sky, sand], variable: topic}
+            skill: haiku
+            model: validation
+            parameters: {topic: "{{ topic }}"}
+        """,
+    )
+    for _ in range(3):
+        stub.reply("A poem.", input_tokens=9270, output_tokens=1)
+    async with connect(home, None, skill_dirs=[skills]) as client:
+        data = data_of(await client.call_tool("three", {}))
+    haiku = load_registry(home).info("validation")
+    per_call = (Decimal(repr(haiku.input_price)) * 9270 + Decimal(repr(haiku.output_price))) / 10**6
+    true = per_call * 3
+    shown = float(true.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP))
+    assert true != true.quantize(Decimal("0.000001"))  # the true total has more than 6 decimals
+    assert round(round(float(per_call), 6) * 3, 6) != shown  # rounding each call first loses money
+    assert data["usage"]["cost_usd"] == shown and data["usage"]["steps"]["poems"]["cost_usd"] == shown
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_agent_turn_cut_off_by_the_timeout_counts_its_tokens_as_estimated(
+    home: Path, skills: Path, stub: AnthropicStub, mode: str
+) -> None:
+    stub.reply(tool_uses=[{"name": "haiku", "input": {"topic": "rain"}}], input_tokens=300, output_tokens=30)
+    stub.reply("Rain.", input_tokens=100, output_tokens=10)  # the haiku skill's own call
+    stub.hold()  # the second turn never answers: the agent's timeout cuts it off
+    async with connect(home, None, skill_dirs=[skills], mode=mode) as client:
+        data = data_of(await client.call_tool("slow-poet", {"task": "A poem about rain"}))
+    assert stub.held.is_set()
+    assert data["status"] == "timeout" and data["iterations"] == 2
+    assert data["tokens"] > 300 + 30 + 100 + 10  # the cut-off turn's input counts, estimated
+
+
+async def test_a_pipelines_agent_step_cut_off_mid_turn_reports_the_estimate_as_estimated(
+    home: Path, skills: Path, stub: AnthropicStub
+) -> None:
+    _pipeline(
+        home,
+        "slow",
+        """
+        id: slow
+        steps:
+          - id: poet
+            skill: slow-poet
+            parameters: {task: "A poem about rain"}
+            on_error: continue
+        """,
+    )
+    stub.hold()
+    async with connect(home, None, skill_dirs=[skills]) as client:
+        result = await client.call_tool("slow", {})
+    assert "PARTIAL: 0/1 steps succeeded, 1 failed (poet)" in envelope(result)["message"]
+    data = body_of(result)
+    assert data["poet"]["status"] == "timeout" and data["poet"]["step_failed"] is True
+    assert data["poet"]["iterations"] == 1 and data["poet"]["tokens"] > 0
+    usage = data["usage"]
+    assert usage["calls"] == 1 and usage["input_tokens"] == data["poet"]["tokens"] and usage["output_tokens"] == 0
+    assert usage["estimated"] is True and usage["cost_usd"] > 0

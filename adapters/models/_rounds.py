@@ -14,11 +14,12 @@ between requests, `mcp_server.tasks`) and its model calls wait here:
    responses) and the waiting model calls continue. Parallel model calls that are asked together
    are carried together, so they cost the client one round.
 
-Keys are `sample-<digest>-<n>`: the digest of the exact request and how many times the same
-request was asked before. A key is never reused within one inbox (the tasks extension requires
-it), and the same request asked again after a restart has the same key, so answers the client
-sends for a body that is gone can be `seed`ed into the one that replaces it (a pipeline resumed
-from its checkpoint asks its unfinished step's question again and gets the answer at once).
+Keys are `sample-<digest>-<n>` (`elicit-...` for a pipeline's `ask:` question): the digest of the
+exact request and how many times the same request was asked before. A key is never reused
+within one inbox (the tasks extension requires it), and the same request asked again after a
+restart has the same key, so answers the client sends for a body that is gone can be `seed`ed
+into the one that replaces it (a pipeline resumed from its checkpoint asks its unfinished
+step's question again and gets the answer at once).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ from mcp_types import (
     CreateMessageRequestParams,
     CreateMessageResult,
     CreateMessageResultWithTools,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestParams,
+    ElicitResult,
 )
 
 __all__ = ["INBOX_KEY", "InputInbox"]
@@ -69,7 +74,7 @@ class InputInbox:
     """The requests a parked tool body waits on, and their answers."""
 
     def __init__(self) -> None:
-        self.pending: dict[str, CreateMessageRequest] = {}
+        self.pending: dict[str, CreateMessageRequest | ElicitRequest] = {}
         """Outstanding requests by key, in the order they were asked."""
         self.asked = 0
         """How many requests were ever filed (a request answered from `seed` counts too)."""
@@ -81,16 +86,23 @@ class InputInbox:
     # -- the body's side -------------------------------------------------------------------------
     async def ask(self, params: CreateMessageRequestParams, result_type: type[R]) -> R:
         """The client's answer to this request (the body waits here until it comes)."""
-        digest = _digest(params)
+        return result_type.model_validate(await self._file("sample", CreateMessageRequest(params=params)))
+
+    async def elicit(self, params: ElicitRequestFormParams) -> ElicitResult:
+        """The person's answer to this elicitation (a pipeline's `ask:` step), carried like sampling."""
+        return ElicitResult.model_validate(await self._file("elicit", ElicitRequest(params=params)))
+
+    async def _file(self, kind: str, request: CreateMessageRequest | ElicitRequest) -> dict[str, Any]:
+        digest = _digest(request.params)
         seen = self._made.get(digest, 0)
         self._made[digest] = seen + 1
-        key = f"sample-{digest}-{seen}"
+        key = f"{kind}-{digest}-{seen}"
         self.asked += 1
         seeded = self._seeded.pop(key, None)
         if seeded is not None:
-            return result_type.model_validate(seeded)
+            return seeded
         slot = self._slots[key] = _Slot()
-        self.pending[key] = CreateMessageRequest(params=params)
+        self.pending[key] = request
         self._notify()
         try:
             await slot.event.wait()
@@ -100,7 +112,7 @@ class InputInbox:
         if slot.refusal is not None:
             raise MCPError(code=INTERNAL_ERROR, message=slot.refusal)
         assert slot.answer is not None
-        return result_type.model_validate(slot.answer)
+        return slot.answer
 
     # -- the carrier's side ----------------------------------------------------------------------
     def answer(self, responses: Mapping[str, Any] | None) -> int:
@@ -132,7 +144,7 @@ class InputInbox:
         """Answers for requests the body will ask again (its earlier body is gone)."""
         for key, response in (responses or {}).items():
             wire = _wire(response)
-            if wire is not None and key.startswith("sample-"):
+            if wire is not None and key.startswith(("sample-", "elicit-")):
                 self._seeded[key] = wire
 
     def next_request(self) -> anyio.Event:
@@ -163,7 +175,7 @@ def _wire(response: Any) -> dict[str, Any] | None:
     return cast("dict[str, Any]", response) if isinstance(response, dict) else None
 
 
-def _digest(params: CreateMessageRequestParams) -> str:
+def _digest(params: CreateMessageRequestParams | ElicitRequestParams) -> str:
     wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
     raw = json.dumps(wire, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
     return base64.urlsafe_b64encode(hashlib.sha256(raw).digest()[:12]).decode().rstrip("=")

@@ -15,14 +15,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
+from mcp_types.version import is_version_at_least
+
 from skills import Home, SkillContext, SkillRunError
 from skills.core.models import Completion, NoModelProviderError, Usage
 
+from ..context import request_of
 from ._provider import ModelProvider, ModelRequest
 from ._rounds import INBOX_KEY, InputInbox
 from .anthropic_api import AnthropicProvider
 from .registry import ModelRegistry, load_registry
-from .sampling import SamplingProvider
+from .sampling import SamplingProvider, estimate_sent
 
 __all__ = ["NO_PROVIDER_HINT", "ModelService", "ProviderAccess"]
 
@@ -112,12 +116,20 @@ class ProviderAccess:
             thinking=thinking,
         )
         provider = self.provider_for(request)
-        completion = await provider.complete(request)
+        try:
+            completion = await provider.complete(request)
+        except anyio.get_cancelled_exc_class():  # cut off (a timeout, a cancel) before its answer:
+            self._spend(estimate_sent(request))  # what was sent is spent; its answer reports nothing
+            raise
+        self._spend(completion.usage)
+        return completion
+
+    def _spend(self, usage: Usage) -> None:
+        """Add a call's usage here and to every access above."""
         access: ProviderAccess | None = self
         while access is not None:
-            access.usage.add(completion.usage)
+            access.usage.add(usage)
             access = access._parent
-        return completion
 
     def provider_for(self, request: ModelRequest) -> ModelProvider:
         """The first provider that can answer, or `NoModelProviderError` with every reason."""
@@ -193,6 +205,8 @@ class ModelService:
         call that never asks a model pays nothing for them."""
         if parked or _answers_by_inbox(context):
             access, inbox = self._build(context, parked)
+            if inbox is None and _elicits(context):  # the person can still be asked (`ask:` steps)
+                inbox = InputInbox()
             if inbox is not None:
                 ctx.extras[INBOX_KEY] = inbox
         else:
@@ -222,26 +236,31 @@ class ModelService:
         return registry, tuple(providers), inbox
 
 
-def _answers_by_inbox(context: Any) -> bool:
-    """Whether the call's client samples in the 2026-07-28 era, where its model answers through
-    an inbox (`_sampling_of`), not by a request of the server's."""
-    from mcp_types.version import is_version_at_least
-
-    if context is None or getattr(context, "_request_context", None) is None:
+def _elicits(context: Any) -> bool:
+    """Whether the call's client declared elicitation (it can be asked a pipeline's question)."""
+    request = request_of(context)
+    if request is None:
         return False
-    request = context.request_context
-    if getattr(request.session.client_capabilities, "sampling", None) is None:
+    return getattr(request.session.client_capabilities, "elicitation", None) is not None
+
+
+def _answers_by_inbox(context: Any) -> bool:
+    """Whether the call's client samples or elicits in the 2026-07-28 era, where its model (or
+    its user) answers through an inbox (`_sampling_of`), not by a request of the server's."""
+    request = request_of(context)
+    if request is None:
+        return False
+    caps = request.session.client_capabilities
+    if getattr(caps, "sampling", None) is None and getattr(caps, "elicitation", None) is None:
         return False
     version = request.protocol_version
     return version is not None and is_version_at_least(version, "2026-07-28")
 
 
 def _sampling_of(context: Any, *, needed: bool, parked: bool = False) -> SamplingProvider:
-    from mcp_types.version import is_version_at_least
-
-    if context is None or getattr(context, "_request_context", None) is None:
+    request = request_of(context)
+    if request is None:
         return SamplingProvider.unavailable_because("no MCP client is connected to this call")
-    request = context.request_context
     session = request.session
     capability = getattr(session.client_capabilities, "sampling", None)
     if capability is None:

@@ -197,6 +197,24 @@ def estimate_usage(request: ModelRequest, output: list[dict[str, Any]]) -> Usage
     answer's text and tool calls. Priced with the request's model (the client may have used
     another; the registry's price of the asked-for model is the best we know).
     """
+    input_tokens = estimate_input_tokens(request)
+    output_tokens = max(1, _tokens(sum(_chars(block) for block in output)))
+    cost = request.model.cost(input_tokens, output_tokens)
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost, calls=1, estimated=True)
+
+
+def estimate_sent(request: ModelRequest) -> Usage:
+    """A call cut off before its answer (a timeout, a cancel): what was sent, estimated and priced.
+
+    The provider had the request (and bills its input) but reported nothing back, so its input
+    tokens are estimated as for sampling, no output is counted, and the usage is `estimated`."""
+    input_tokens = estimate_input_tokens(request)
+    cost = request.model.cost(input_tokens, 0)
+    return Usage(input_tokens=input_tokens, output_tokens=0, cost_usd=cost, calls=1, estimated=True)
+
+
+def estimate_input_tokens(request: ModelRequest) -> int:
+    """The input tokens of a request, estimated: system prompt, message blocks, tools (as JSON)."""
     images = 0
     chars = len(request.system or "")
     for message in request.messages:
@@ -209,10 +227,7 @@ def estimate_usage(request: ModelRequest, output: list[dict[str, Any]]) -> Usage
                 chars += _chars(block)
     if request.tools:
         chars += len(json.dumps(request.tools, ensure_ascii=False, default=str))
-    input_tokens = _tokens(chars) + images * IMAGE_TOKENS + MESSAGE_TOKENS * len(request.messages)
-    output_tokens = max(1, _tokens(sum(_chars(block) for block in output)))
-    cost = request.model.cost(input_tokens, output_tokens)
-    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost, calls=1, estimated=True)
+    return _tokens(chars) + images * IMAGE_TOKENS + MESSAGE_TOKENS * len(request.messages)
 
 
 def _chars(block: dict[str, Any]) -> int:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._results import envelope_of
 from ._allow import add_allow_dir
@@ -28,7 +28,9 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         help="call a published tool locally",
         description="Call any tool the server publishes (a skill, a pipeline, an imported tool, a meta tool) "
         "through an in-memory MCP client; an imported tool's upstream server is started for the call. "
-        "VALUEs are parsed as JSON when they parse, else taken as strings.",
+        "VALUEs are parsed as JSON when they parse, else taken as strings. Exit status: 0 success, 1 the tool "
+        "failed (a pipeline that failed or was PARTIAL: its outputs and usage are still printed), 2 bad usage "
+        "or invalid arguments.",
     )
     call.add_argument("tool", metavar="TOOL")
     call.add_argument(
@@ -125,6 +127,9 @@ def _print_result(result: CallToolResult, as_json: bool, root: Path | None = Non
     if as_json:
         print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
     elif failure is not None:
+        kept = _attached(result)  # a failed or PARTIAL run's outputs, summary and usage: not lost
+        if kept:
+            print_json(kept)
         where, hint = failure["where"], failure["hint"]
         place = root / where.rpartition(":")[0] if root is not None and where else None
         if (
@@ -140,3 +145,17 @@ def _print_result(result: CallToolResult, as_json: bool, root: Path | None = Non
     else:
         print(text)
     return code
+
+
+def _attached(result: CallToolResult) -> dict[str, Any]:
+    """What a failed call's envelope carries beside `error` (a run's id, outputs, summary, usage)."""
+    from mcp_types import TextContent
+
+    first = result.content[0] if result.content else None
+    try:
+        body: Any = json.loads(first.text) if isinstance(first, TextContent) else None
+    except ValueError:
+        return {}
+    if not isinstance(body, dict):
+        return {}
+    return {k: v for k, v in cast("dict[str, Any]", body).items() if k != "error"}

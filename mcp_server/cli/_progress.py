@@ -78,7 +78,9 @@ class PlainDisplay(Display):
         self._started: dict[str, float] = {}
 
     async def progress(self, done: float, total: float | None, message: str | None) -> None:
-        step, _, rest = (message or "").partition(": ")
+        if not message:  # a count without an event: nothing to say on a line of its own
+            return
+        step, _, rest = message.partition(": ")
         items = _ITEMS.fullmatch(rest)
         if items:
             count, of = int(items[1]), int(items[2])
@@ -94,7 +96,7 @@ class PlainDisplay(Display):
         if place is None:  # no spec (or an unknown step): the steps done so far
             place = int(done) + (0 if rest in ("done", "skipped") else 1)
         where = f"{place}/{total:g}" if total else f"{place}"
-        print(f"{PROG}: [{where}] {message or ''}".rstrip(), file=sys.stderr)
+        print(f"{PROG}: [{where}] {message}", file=sys.stderr)
 
     async def log(self, level: str, message: str) -> None:
         print(f"{PROG}: {level}: {message}", file=sys.stderr)

@@ -50,8 +50,9 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         parents=[parents.common, parents.skills, parents.json, parents.servers, parents.scale],
         help="run a pipeline, with a live progress display",
         description="Run a published pipeline (by id) or a pipeline YAML file (verified first). VALUEs are "
-        "parsed as JSON when they parse, else taken as strings. Exit status: 0 success, 1 the pipeline "
-        "failed (resume it with `orchestrator runs resume RUN`), 2 bad usage or invalid input, 130 Ctrl-C.",
+        "parsed as JSON when they parse, else taken as strings. Exit status: 0 success (every step succeeded), 1 the "
+        "pipeline failed or was PARTIAL (a step failed under on_error: continue, or an agent step stopped at a limit; "
+        "resume a failed run with `orchestrator runs resume RUN`), 2 bad usage or invalid input, 130 Ctrl-C.",
     )
     run.add_argument("pipeline", metavar="PIPELINE_OR_FILE", help="a pipeline id or the path of a pipeline file")
     run.add_argument(
@@ -187,7 +188,7 @@ def drive(
     import anyio
 
     from pipelines._summary import summary_key
-    from pipelines.errors import RunStopped
+    from pipelines.errors import RunPartial, RunStopped
     from skills import SkillContext
     from skills.core.roles import ROLES_KEY
 
@@ -206,6 +207,12 @@ def drive(
         from ._step import TerminalGate
 
         gate = TerminalGate(display)
+    if sys.stdin.isatty():  # `ask:` steps are asked here; without a terminal the run waits for `runs answer`
+        from pipelines.asking import ASK_KEY
+
+        from ._step import TerminalAsker
+
+        ctx.extras[ASK_KEY] = TerminalAsker(display)
 
     async def start_and_close(ctx: SkillContext, gate: StepGate | None) -> dict[str, Any]:
         try:
@@ -226,10 +233,14 @@ def drive(
             print_json({"run_id": run_id, "status": "stopped", "stopped_after": failure.step_id, "hint": resume})
         print(f"{PROG}: run {run_id} {failure.message}; {resume}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if failure is not None:
+    if failure is not None:  # failed, or PARTIAL (went to its end with failed steps): exit status 1 either way
         record = service.store.get(run_id)
+        kept: dict[str, Any] = dict(failure.attached or {})
         if as_json:
-            print_json(_outcome(run_id, "failed", failure.message, failure.hint, record))
+            print_json(kept | _outcome(run_id, "failed", failure.message, failure.hint, record))
+        else:
+            _report(kept, summary_key(spec) if spec is not None else "summary", outputs=isinstance(failure, RunPartial))
+            # ^ what a PARTIAL run computed, and what any run spent; its summary line is the error's message
         error(failure.message, failure.hint)
         return EXIT_FAILED
     if result is None:
@@ -238,18 +249,37 @@ def drive(
             print_json(_outcome(run_id, "cancelled", "cancelled", resume, None))
         error(f"run {run_id} cancelled", resume)
         return 128 + signum if signum else EXIT_INTERRUPTED
+    if result.get("status") == "waiting" and "question" in result:  # an `ask:` step could ask nobody here
+        print_json(result)
+        answer = f"`{PROG} runs answer {run_id} --input k=v` answers it and goes on"
+        print(f"{PROG}: run {run_id} waits for an answer to: {result['question']}; {answer}", file=sys.stderr)
+        return EXIT_OK
     if as_json:
         print_json(result)
         return EXIT_OK
-    key = summary_key(spec) if spec is not None else "summary"
-    summary = result.get(key) if isinstance(result.get(key), dict) else None
-    print_json({k: v for k, v in result.items() if k != "run_id" and not (k == key and summary is not None)})
+    _report(result, summary_key(spec) if spec is not None else "summary", outputs=True)
     artifacts = service.artifact_dir(title, run_id)
     where = f"; artifacts in {artifacts}" if artifacts.is_dir() else " (no artifacts)"
-    if summary is not None:
-        print(f"{PROG}: {summary.get('line', '')}", file=sys.stderr)
     print(f"{PROG}: run {run_id} of {title} succeeded{where}", file=sys.stderr)
     return EXIT_OK
+
+
+def _report(result: dict[str, Any], key: str, *, outputs: bool) -> None:
+    """The outputs on stdout (without run_id, summary and usage); the summary and usage lines on stderr."""
+    summary = result.get(key) if isinstance(result.get(key), dict) else None
+    usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
+    if outputs:
+        shown = {k: v for k, v in result.items() if k != "run_id" and not (k == key and summary is not None)}
+        print_json({k: v for k, v in shown.items() if not (k == "usage" and usage is not None)})
+    if summary is not None and str(summary.get("line", "")).startswith("SUCCESS"):
+        print(f"{PROG}: {summary.get('line', '')}", file=sys.stderr)
+    if usage is not None and usage.get("calls"):
+        estimated = " (estimated)" if usage.get("estimated") else ""
+        print(
+            f"{PROG}: usage: {usage['calls']} model call(s), {usage.get('total_tokens', 0):,} tokens{estimated}, "
+            f"${usage.get('cost_usd', 0):.6f}",
+            file=sys.stderr,
+        )
 
 
 def _outcome(run_id: str, status: str, message: str, hint: str, record: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`orchestrator runs list|show|resume|prune`: the run history in state.sqlite, resuming, pruning.
+"""`orchestrator runs list|show|resume|answer|prune`: the run history in state.sqlite, resuming,
+answering a `waiting` run's question, pruning.
 
 `list` also shows the MCP tasks on record (long calls of clients: status, client, started,
 progress, the run a pipeline task drives).
@@ -33,7 +34,7 @@ MAX_FILES_SHOWN = 50
 
 def add_parsers(sub: Any, parents: Parents) -> None:
     common, json_opt = parents.common, parents.json
-    runs = sub.add_parser("runs", parents=[common], help="run history: list, show, resume or prune runs")
+    runs = sub.add_parser("runs", parents=[common], help="run history: list, show, resume, answer or prune runs")
     actions = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     scale = parents.scale
     listing = actions.add_parser("list", parents=[common, json_opt, scale], help="recent runs, newest first")
@@ -58,6 +59,20 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     )
     add_allow_dir(resume)
     resume.set_defaults(handler=_resume)
+    answer = actions.add_parser(
+        "answer",
+        parents=[common, parents.skills, json_opt, parents.servers, scale],
+        help="answer the question a waiting run asks, and continue it",
+        description="A run whose `ask:` step could reach nobody waits (status `waiting`). Give the answer's "
+        "fields with --input (checked against the question's schema: a bad answer is an error and the run keeps "
+        "waiting); the run then goes on from that step, with the same display and exit status as `run`.",
+    )
+    answer.add_argument("run", metavar="RUN", help="a run id (or a unique prefix of one)")
+    answer.add_argument(
+        "--input", metavar="KEY=VALUE", action="append", default=[], dest="inputs", help="one field of the answer"
+    )
+    add_allow_dir(answer)
+    answer.set_defaults(handler=_answer)
     prune = actions.add_parser(
         "prune",
         parents=[common, json_opt, scale],
@@ -120,13 +135,27 @@ def _when(stamp: float | None) -> str | None:
 
 
 def _duration(record: RunRecord) -> float | None:
-    return None if record.ended is None else round(record.ended - record.started, 3)
+    """Seconds the run ran: paused time (before a resume, at a step-through gate) left out."""
+    took = record.duration
+    return None if took is None else round(took, 3)
 
 
 def _record_json(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
-    data.update(started=_when(record.started), ended=_when(record.ended), duration=_duration(record))
+    data.update(
+        started=_when(record.started), ended=_when(record.ended), duration=_duration(record), usage=record.usage
+    )
     return data
+
+
+def _usage_line(usage: dict[str, Any] | None) -> str | None:
+    if usage is None:
+        return None
+    estimated = " (estimated)" if usage.get("estimated") else ""
+    return (
+        f"{usage.get('calls', 0)} model call(s), {usage.get('input_tokens', 0):,} in + "
+        f"{usage.get('output_tokens', 0):,} out tokens{estimated}, ${usage.get('cost_usd', 0):.6f}"
+    )
 
 
 def _artifact_files(record: RunRecord) -> list[str]:
@@ -265,7 +294,9 @@ def _show(args: argparse.Namespace) -> int:
         ("ended", f"{_when(record.ended)} ({took:.1f}s)" if took is not None else None),
         ("failed step", record.failed_step),
         ("workers", ", ".join(f"{name} ran {n} item(s)" for name, n in workers.items()) or None),
-        ("error", record.error if record.status != "succeeded" else None),
+        ("error", record.error if record.status not in ("succeeded", "waiting") else None),
+        ("question", record.asking.get("question") if record.asking else None),
+        ("usage", _usage_line(record.usage)),
     ]
     for label, value in rows:
         if value is not None:
@@ -283,6 +314,13 @@ def _show(args: argparse.Namespace) -> int:
         print(f"{PROG}: run {record.run_id} {record.status}: {_resume_hint(record)}", file=sys.stderr)
     elif record.status == "running":
         print(f"{PROG}: run {record.run_id} is running in process {record.owner}", file=sys.stderr)
+    elif record.status == "waiting":
+        fields = ", ".join((record.asking or {}).get("schema", {}).get("properties") or {})
+        print(
+            f"{PROG}: run {record.run_id} waits for an answer ({fields}): "
+            f"`{PROG} runs answer {record.run_id} --input k=v`",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -322,6 +360,40 @@ def _resume(args: argparse.Namespace) -> int:
             return await service.resume(record.run_id, ctx, gate=gate)
 
     return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json, step=args.step)
+
+
+# -- answer ------------------------------------------------------------------------------------
+def _answer(args: argparse.Namespace) -> int:
+    from pipelines.asking import AnswerError, check_answer, coerce_answer
+
+    from ._common import parse_pairs
+    from ._pipelines import pipeline_needs, service_of
+    from ._run import drive
+    from ._upstreams import required
+
+    record = find_run(_store(args), args.run)
+    if record.status != "waiting" or record.asking is None:
+        raise UsageError(
+            f"run {record.run_id} is not waiting for an answer (it is {record.status})",
+            f"`{PROG} runs list` shows the runs; a waiting one says so in its status",
+        )
+    schema: dict[str, Any] = record.asking.get("schema") or {}
+    given = coerce_answer(schema, parse_pairs(args.inputs, "--input"))
+    try:
+        check_answer(schema, given, where="--input")
+    except AnswerError as exc:
+        raise UsageError(f"{exc.message}; run {record.run_id} still waits", exc.hint) from None
+    orchestrator = server(args)
+    service = service_of(orchestrator)
+    spec = service.specs().get(record.pipeline)
+    needs = pipeline_needs(orchestrator, record.file or record.pipeline)
+
+    async def start(ctx: SkillContext, gate: StepGate | None) -> Any:
+        orchestrator.access.apply(ctx)
+        async with required(orchestrator, needs, args.connect_timeout):
+            return await service.answer(record.run_id, given, ctx)
+
+    return drive(service, record.pipeline, spec, record.run_id, start, as_json=args.json)
 
 
 # -- prune -------------------------------------------------------------------------------------

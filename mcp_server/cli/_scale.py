@@ -18,7 +18,7 @@ from ._server import backends, server
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("distributed mode (see the README: Beyond one machine)")
+    group = parser.add_argument_group("distributed mode (see docs/distributed.md)")
     group.add_argument(
         "--state",
         metavar="URL",
@@ -100,7 +100,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         return ctx
 
     host = WorkerHost(
-        service, make_ctx, name=args.name, concurrency=args.concurrency, redelivery_timeout=args.redelivery_timeout
+        service,
+        make_ctx,
+        name=args.name,
+        concurrency=args.concurrency,
+        redelivery_timeout=args.redelivery_timeout,
+        reload=orchestrator.reload,  # a run that needs a skill added or changed since this worker started
     )
 
     def ready() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,6 +15,8 @@ from ._common import EXIT_OK, PROG, Parents, UsageError, log, positive_int
 from ._server import server
 
 if TYPE_CHECKING:
+    from mcp.server.context import ServerMiddleware
+
     from ..app import OrchestratorServer
 
 _N = TypeVar("_N", int, float)
@@ -57,6 +60,14 @@ def add_parsers(sub: Any, parents: Parents) -> None:
         metavar="FILE",
         default=None,
         help="MCP servers to import, in Claude Desktop's mcpServers format (default: <home>/servers.json)",
+    )
+    serve.add_argument(
+        "--connect-grace",
+        metavar="SECONDS",
+        type=_grace,
+        default=3.0,
+        help="at start-up, wait up to this long for the imported servers to connect before answering "
+        "a client's tool listing, so a client that lists once sees their tools (default: 3; 0 waits not)",
     )
     serve.add_argument(
         "--auth-token",
@@ -228,6 +239,13 @@ def _handle_after(text: str) -> float:
     return value
 
 
+def _grace(text: str) -> float:
+    value = _number(text, float, "a number of seconds")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds (0 or more)")
+    return value
+
+
 def _port(text: str) -> int:
     port = _number(text, int, "a port number")
     if not 0 <= port <= 65535:
@@ -255,10 +273,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 f"{', '.join(given)} limit sessions, which --stateless does not keep", "drop one or the other"
             )
     orchestrator = server(args, watch=True)
-    import threading
-
-    # Say how skills' subprocesses will be confined; the bwrap probe runs beside start-up.
-    threading.Thread(target=orchestrator.access.report, name="isolation-probe", daemon=True).start()
+    # Say how skills' subprocesses will be confined: the bwrap probe runs in the background once
+    # the first tools/list is answered (or soon after start-up without one), not during start-up.
+    listed = threading.Event()
+    orchestrator.lowlevel.middleware.insert(0, _note_listing(listed))
+    threading.Thread(target=orchestrator.access.report, args=(listed,), name="isolation-probe", daemon=True).start()
     import anyio
 
     from ..transports import serve_http, serve_stdio
@@ -345,6 +364,19 @@ def _check_bindable(host: str, port: int) -> None:
         if isinstance(exc, socket.gaierror):
             hint, reason = "give an address of this machine, e.g. 127.0.0.1", exc.strerror or str(exc)
         raise UsageError(f"cannot serve on {host}:{port}: {reason}", hint) from None
+
+
+def _note_listing(listed: threading.Event) -> ServerMiddleware[Any]:
+    """A middleware that sets `listed` once a tools/list has been answered."""
+
+    async def note(ctx: Any, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        finally:
+            if ctx.method == "tools/list":
+                listed.set()
+
+    return note
 
 
 async def _serve_stdio_until_interrupted(orchestrator: OrchestratorServer, serve: Any) -> None:

@@ -1,4 +1,5 @@
-"""`orchestrator install` and `orchestrator claude-config`: setting up the home and Claude Desktop."""
+"""`orchestrator install` and `orchestrator claude-config`: setting up the home and an MCP host
+(Claude Desktop by default; Claude Code, Cursor and VS Code with `--client`)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,22 @@ def add_install_parser(sub: Any, parents: Parents) -> None:
 
 def add_claude_parser(sub: Any, parents: Parents) -> None:
     claude = sub.add_parser(
-        "claude-config", parents=[parents.common], help="the Claude Desktop config entry that starts this server"
+        "claude-config",
+        parents=[parents.common],
+        help="the config entry that starts this server, for Claude Desktop, Claude Code, Cursor or VS Code",
+        description="Print (or --write) the entry an MCP host needs to start this server.",
+    )
+    claude.add_argument(
+        "--client",
+        choices=("claude-desktop", "claude-code", "cursor", "vscode"),
+        default="claude-desktop",
+        help="the host: claude-desktop (default; its claude_desktop_config.json), claude-code (.mcp.json of "
+        "this project), cursor (~/.cursor/mcp.json), vscode (.vscode/mcp.json of this workspace)",
     )
     claude.add_argument(
         "--write",
         action="store_true",
-        help="merge it into Claude Desktop's config file (a .bak copy is kept)",
+        help="merge it into the host's config file (a .bak copy is kept)",
     )
     # Claude Desktop starts servers in `/`, where the default root (the working directory) is none.
     add_allow_dir(claude)
@@ -60,27 +71,33 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 
 def _cmd_claude_config(args: argparse.Namespace) -> int:
-    from .._claude import SERVER_KEY, ConfigError, config_path, merge_entry, server_entry
+    from .._claude import HOSTS, SERVER_KEY, ConfigError, add_command, host_entry, merge_entry, server_entry
 
-    entry = server_entry(getattr(args, "home", None), allow_dirs=allowed_dirs(args) or ())
+    name = args.client
+    host = HOSTS[name]
+    base = server_entry(getattr(args, "home", None), allow_dirs=allowed_dirs(args) or ())
+    entry = host_entry(name, base)
+    path = host.path(name)
     if not args.write:
-        print_json({"mcpServers": {SERVER_KEY: entry}})
-        print(f"{PROG}: add this to {config_path()}, or run `{PROG} claude-config --write`", file=sys.stderr)
-        if not args.allow_dirs:
+        print_json({host.servers_key: {SERVER_KEY: entry}})
+        flag = "" if name == "claude-desktop" else f" --client {name}"
+        print(f"{PROG}: add this to {path}, or run `{PROG} claude-config{flag} --write`", file=sys.stderr)
+        if name == "claude-code":
+            print(f"{PROG}: or register it with: {add_command(base)}", file=sys.stderr)
+        if name == "claude-desktop" and not args.allow_dirs:
             print(
                 f"{PROG}: Claude Desktop starts it in /, so file skills may read only the folders its roots "
                 "name; add `--allow-dir DIR` (repeatable) for the projects they should read",
                 file=sys.stderr,
             )
         return EXIT_OK
-    path = config_path()
     try:
-        changed, backup = merge_entry(path, entry)
+        changed, backup = merge_entry(path, entry, servers_key=host.servers_key, label=host.label)
     except ConfigError as exc:
         raise UsageError(exc.message, exc.hint) from None
     if not changed:
         print(f"{path}: the '{SERVER_KEY}' entry is already up to date")
         return EXIT_OK
     print(f"{path}: wrote the '{SERVER_KEY}' entry" + (f" (previous file saved as {backup})" if backup else ""))
-    print("Restart Claude Desktop to load it.")
+    print(host.after)
     return EXIT_OK

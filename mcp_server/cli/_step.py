@@ -1,4 +1,5 @@
-"""`run --step` / `runs resume --step`: after each step, show its output and ask what to do.
+"""`run --step` / `runs resume --step`: after each step, show its output and ask what to do;
+and `TerminalAsker`: a pipeline's `ask:` steps asked at the terminal (`orchestrator run`).
 
 The gate of `pipelines._stepping` on a terminal: the live display pauses, the step's output is
 printed (cut past `SHOWN_CHARS`), and one line is read from stdin: `c`/Enter continue, `s`
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._progress import Display
 
-__all__ = ["SHOWN_CHARS", "TerminalGate"]
+__all__ = ["SHOWN_CHARS", "TerminalAsker", "TerminalGate"]
 
 SHOWN_CHARS = 4000
 """Characters of a step's output shown at the prompt (the whole output is in the run's result)."""
@@ -58,7 +59,7 @@ class TerminalGate:
             question = question or "[c]ontinue, [s]top (resume later), [r]e-run the step? "
             while True:
                 print(f"{PROG}: {question}", end="", file=sys.stderr, flush=True)
-                line = await self._line()
+                line = await self.read_line()
                 if line is None:
                     print(file=sys.stderr)
                     return "stop"
@@ -69,7 +70,7 @@ class TerminalGate:
                     return choice
                 _say(f"'{line.strip()}' is not an answer: type c, s or r and Enter")
 
-    async def _line(self) -> str | None:
+    async def read_line(self) -> str | None:
         """One line of input; None at its end."""
         while b"\n" not in self._pending:
             try:
@@ -83,6 +84,76 @@ class TerminalGate:
             self._pending += chunk
         line, _, self._pending = self._pending.partition(b"\n")
         return line.decode(errors="replace")
+
+
+class TerminalAsker:
+    """An `ask:` step's question on stderr, one line read per field of its schema (typed as the
+    field says: numbers, yes/no, one of the choices). An empty line leaves an optional field out;
+    the end of input declines."""
+
+    def __init__(self, display: Display, fd: int | None = None) -> None:
+        self.lines = TerminalGate(display, fd)
+        self.display = display
+
+    async def __call__(self, question: str, schema: dict[str, Any]) -> dict[str, Any]:
+        properties: dict[str, Any] = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        answer: dict[str, Any] = {}
+        with self.display.paused():
+            _say(question)
+            for name, prop in properties.items():
+                value = await self._field(name, prop, name in required)
+                if value is _DECLINED:
+                    return {"action": "decline", "content": {}}
+                if value is not _SKIPPED:
+                    answer[name] = value
+        return {"action": "accept", "content": answer}
+
+    async def _field(self, name: str, prop: dict[str, Any], required: bool) -> Any:
+        kind = prop.get("type")
+        choices = prop.get("enum")
+        label = prop.get("title") or name
+        about = f" ({prop['description']})" if prop.get("description") else ""
+        shape = f" [{'/'.join(map(str, choices))}]" if choices else " [yes/no]" if kind == "boolean" else ""
+        while True:
+            print(f"{PROG}:   {label}{about}{shape}: ", end="", file=sys.stderr, flush=True)
+            line = await self.lines.read_line()
+            if line is None:
+                print(file=sys.stderr)
+                return _DECLINED
+            if not os.isatty(self.lines.fd):
+                print(line, file=sys.stderr)
+            text = line.strip()
+            if not text:
+                if not required:
+                    return _SKIPPED
+                _say(f"'{label}' is required")
+                continue
+            value, problem = _typed(text, kind, choices)
+            if problem is None:
+                return value
+            _say(problem)
+
+
+_DECLINED: Any = object()
+_SKIPPED: Any = object()
+_YES_NO = {"y": True, "yes": True, "true": True, "n": False, "no": False, "false": False}
+
+
+def _typed(text: str, kind: Any, choices: Any) -> tuple[Any, str | None]:
+    """The typed line, or why it is not one."""
+    if kind == "boolean":
+        value = _YES_NO.get(text.lower())
+        return (value, None) if value is not None else (None, "answer yes or no")
+    if kind in ("integer", "number"):
+        try:
+            number = int(text) if kind == "integer" else float(text)
+        except ValueError:
+            return None, f"'{text}' is not {'a whole number' if kind == 'integer' else 'a number'}"
+        return number, None
+    if choices and text not in [str(c) for c in choices]:
+        return None, f"choose one of {', '.join(map(str, choices))}"
+    return text, None
 
 
 def _say(text: str, *, prefix: bool = True) -> None:

@@ -232,4 +232,7 @@ def _failure(run: RunRecord, skill: Any) -> Exception:
         if run.failed_step
         else PipelineError(message, hint=hint)
     )
-    return describe_failure(error, run.run_id, skill if isinstance(skill, PipelineSkill) else None)
+    failure = describe_failure(error, run.run_id, skill if isinstance(skill, PipelineSkill) else None)
+    if run.result:  # what the run left (a PARTIAL run's outputs, any run's usage) goes with its error
+        failure.attached = run.result
+    return failure

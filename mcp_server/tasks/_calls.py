@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import anyio
+from mcp.server.request_state import authenticated_principal
 from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from adapters.context import input_round_of, request_of
 from pipelines.runs import LOCAL
 from skills import SkillContext, SkillRunError
 from skills.core.errors import LimitExceededError
@@ -91,12 +93,7 @@ class Identity(NamedTuple):
 def identity_of(context: Any) -> Identity:
     """The `Identity` of a request (`context`: a tool's `Context`, or anything whose
     `request_context` is the SDK's request context); `local` outside any request."""
-    from mcp.server.request_state import authenticated_principal
-
-    try:
-        request = getattr(context, "request_context", None)
-    except ValueError:  # the SDK's Context outside a request
-        request = None
+    request = request_of(context)
     if request is None:
         return Identity(None, LOCAL, "", LOCAL)
     principal = authenticated_principal(request)
@@ -130,10 +127,7 @@ def share_of(context: Any, identity: Identity) -> str:
     several) its connection, or on 2026-07-28 requests, which carry none, the client's name."""
     if identity.requester != LOCAL:
         return identity.requester
-    try:
-        request = getattr(context, "request_context", None)
-    except ValueError:  # the SDK's Context outside a request
-        request = None
+    request = request_of(context)
     if request is None:
         return LOCAL
     if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -177,8 +171,8 @@ async def continue_in_rounds(
 ) -> CallToolResult | InputRequiredResult:
     """One round of a call that may pause for the client's model (see the module doc)."""
     principal, requester, _, _ = identity_of(context)
-    state = _decode(getattr(context, "request_state", None))
-    responses = getattr(context, "input_responses", None)
+    request_state, responses = input_round_of(context)
+    state = _decode(request_state)
     execution = service.host.get(state.get("x", "")) if state else None
     if execution is not None and (execution.principal != principal or execution.tool != target.name):
         execution = None  # never continue someone else's call

@@ -26,6 +26,8 @@ from mcp_types import (
     CreateMessageRequest,
     CreateMessageResult,
     CreateMessageResultWithTools,
+    ElicitRequest,
+    ElicitResult,
     RequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -203,11 +205,9 @@ async def _ask_client(ctx: Any, execution: Execution, task_id: str) -> None:
     assert inbox is not None
     related = ServerMessageMetadata(related_request_id=ctx.request_id)
 
-    async def ask(key: str, request: CreateMessageRequest) -> None:
-        params = request.params.model_copy(update={"meta": {RELATED_TASK: {"taskId": task_id}}})
-        shape = CreateMessageResultWithTools if params.tools or params.tool_choice else CreateMessageResult
+    async def ask(key: str, request: CreateMessageRequest | ElicitRequest) -> None:
         try:
-            answer = await ctx.session.send_request(CreateMessageRequest(params=params), shape, metadata=related)
+            answer = await _send(ctx, request, task_id, related)
         except MCPError as exc:
             inbox.refuse(key, exc.error.message)
             return
@@ -224,9 +224,24 @@ async def _ask_client_for(ctx: Any, service: TaskService, task_id: str) -> None:
     related = ServerMessageMetadata(related_request_id=ctx.request_id)
     answers: dict[str, Any] = {}
     for key, wire in service.pending(task_id).items():
-        request = CreateMessageRequest.model_validate(wire)
-        params = request.params.model_copy(update={"meta": {RELATED_TASK: {"taskId": task_id}}})
-        shape = CreateMessageResultWithTools if params.tools or params.tool_choice else CreateMessageResult
-        answer = await ctx.session.send_request(CreateMessageRequest(params=params), shape, metadata=related)
+        request = (
+            ElicitRequest.model_validate(wire)
+            if wire.get("method") == "elicitation/create"
+            else CreateMessageRequest.model_validate(wire)
+        )
+        answer = await _send(ctx, request, task_id, related)
         answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
     await service.answer(task_id, answers)
+
+
+async def _send(
+    ctx: Any, request: CreateMessageRequest | ElicitRequest, task_id: str, related: ServerMessageMetadata
+) -> CreateMessageResult | CreateMessageResultWithTools | ElicitResult:
+    """One input request of a task sent to the client on this request's stream (naming the task)."""
+    meta = {"meta": {RELATED_TASK: {"taskId": task_id}}}
+    if isinstance(request, ElicitRequest):
+        params = request.params.model_copy(update=meta)
+        return await ctx.session.send_request(ElicitRequest(params=params), ElicitResult, metadata=related)
+    sampling = request.params.model_copy(update=meta)
+    shape = CreateMessageResultWithTools if sampling.tools or sampling.tool_choice else CreateMessageResult
+    return await ctx.session.send_request(CreateMessageRequest(params=sampling), shape, metadata=related)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from .models import Usage
+from .models import Usage, pico_usd
 
 __all__ = ["AGENT_BUDGET_KEY", "BudgetName", "RunBudget"]
 
@@ -72,7 +72,7 @@ class RunBudget:
             spent = budget.spent
             if budget.max_tokens is not None and spent.total_tokens >= budget.max_tokens:
                 return "tokens", f"the run's agents have spent its {budget.max_tokens:,} tokens"
-            if budget.max_cost_usd is not None and spent.cost_usd >= budget.max_cost_usd:
+            if budget.max_cost_usd is not None and spent.cost_pico >= pico_usd(budget.max_cost_usd):
                 return "cost", f"the run's agents have spent its ${budget.max_cost_usd:g}"
             if budget.deadline is not None and now >= budget.deadline:
                 return "time", f"the run's agents have used its {budget.max_time:g} seconds"

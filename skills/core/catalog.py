@@ -33,6 +33,7 @@ RESERVED_NAMES = frozenset(
         "orchestrate",
         "spawn_agent",
         "run_pipeline",
+        "answer_run",
         "list_runs",
         "get_run",
         "cancel_run",

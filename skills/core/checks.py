@@ -33,6 +33,9 @@ __all__ = ["check_folder", "inside", "load_front", "read_front_matter", "unknown
 _ALLOWED = re.compile(r"^[a-zA-Z0-9_*?\[\]-]{1,64}$")
 """A tool name, or a shell-style pattern of tool names, in an agent's allow-list."""
 
+_ANNOTATION_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The tool annotations of the MCP specification (ToolAnnotations)."""
+
 _HINTS = {
     "name": NAME_HINT,
     "description": "say what the skill does and when to use it, in 1-1024 characters",
@@ -211,6 +214,7 @@ def _check_contract(
     except ValidationError as exc:
         problems.extend(_from_validation(path, exc))
     problems.extend(_check_schemas(path, data, strict))
+    problems.extend(_check_annotations(path, data.get("annotations")))
     problems.extend(_check_run(root, path, data, strict))
     if models is not None:
         problems.extend(_check_models(path, data, models))
@@ -226,7 +230,9 @@ def _check_schemas(path: Path, data: dict[Scalar, YAML], strict: bool) -> list[P
         if schema.get("type") != "object":
             message, hint = f"{key} must be a JSON Schema with type: object", f"start {key} with `type: object`"
             problems.append(Problem(path, message, field=key, hint=hint))
-        elif strict:  # the meta-schema check costs ~1 ms a skill: `validate` does it, loading does not
+            continue
+        problems.extend(_check_required(path, key, schema))
+        if strict:  # the meta-schema check costs ~1 ms a skill: `validate` does it, loading does not
             from ._schema import schema_problem
 
             # a key that is not a string is a meta-schema problem like any other: jsonschema judges it
@@ -234,6 +240,52 @@ def _check_schemas(path: Path, data: dict[Scalar, YAML], strict: bool) -> list[P
                 problems.append(
                     Problem(path, f"{key} is not a valid JSON Schema: {message}", field=key, hint="see json-schema.org")
                 )
+    return problems
+
+
+def _check_required(path: Path, key: str, schema: dict[Scalar, YAML]) -> list[Problem]:
+    """Each name in `required` that `properties` does not declare: no client that builds its
+    arguments from the schema ever sends it, so every call would be refused (a typo, mostly).
+    Names other properties may match (`patternProperties`, a schema for the others) are allowed."""
+    required, properties = schema.get("required"), schema.get("properties")
+    if not isinstance(required, list) or "patternProperties" in schema:
+        return []
+    if isinstance(schema.get("additionalProperties"), dict):
+        return []
+    declared = [str(k) for k in properties] if isinstance(properties, dict) else []
+    problems: list[Problem] = []
+    for index, name in enumerate(required):
+        if not isinstance(name, str) or name in declared:
+            continue  # a name that is not a string is the meta-schema's error (`validate`)
+        close = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
+        listed = f" (properties: {', '.join(declared)})" if declared else ""
+        if close:
+            hint = f"did you mean '{close[0]}'?{listed}"
+        else:
+            hint = f"declare '{name}' under {key}.properties, or remove it from required{listed}"
+        message = f"{key}.required names '{name}', which {key}.properties does not declare"
+        problems.append(Problem(path, message, field=f"{key}.required.{index}", hint=hint))
+    return problems
+
+
+def _check_annotations(path: Path, annotations: YAML) -> list[Problem]:
+    """MCP tool annotations: the known hints only (a misspelt one would silently mean nothing), each a boolean."""
+    if not isinstance(annotations, dict):
+        return []  # absent; a non-mapping is the model's own error
+    problems: list[Problem] = []
+    for key, value in annotations.items():
+        name = str(key)
+        field = f"annotations.{name}"
+        if name not in _ANNOTATION_KEYS:
+            close = difflib.get_close_matches(name, list(_ANNOTATION_KEYS), n=1, cutoff=0.6)
+            known = ", ".join(_ANNOTATION_KEYS)
+            hint = f"did you mean '{close[0]}'? (known: {known})" if close else f"MCP tool annotations are {known}"
+            problems.append(Problem(path, f"unknown annotation '{name}'", field=field, hint=hint))
+        elif name == "title" and not isinstance(value, str):
+            problems.append(Problem(path, "annotations.title must be a string", field=field, hint="quote the title"))
+        elif name != "title" and not isinstance(value, bool):
+            message = f"annotation '{name}' must be true or false"
+            problems.append(Problem(path, message, field=field, hint=f"write `{name}: true` or `{name}: false`"))
     return problems
 
 
@@ -341,7 +393,6 @@ def check_folder(
     without it the model names are not judged (loading does not need the registry).
     """
     front, problems = _check_front(root, strict)
-    if front is None and problems and problems[0].message.startswith(("SKILL.md is missing", "front matter is not")):
-        return None, None, problems
+    # A broken SKILL.md does not hide the mistakes of skill.yaml: every error of the folder at once.
     contract, contract_problems = _check_contract(root, strict, models)
     return front, contract, problems + contract_problems

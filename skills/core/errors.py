@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Literal, TypedDict, cast, get_args
 
 __all__ = [
     "ERROR_ENVELOPE_SCHEMA",
@@ -109,6 +109,10 @@ class SkillsError(Exception):
     """Whether the same call may succeed if it is simply made again later."""
     where: str = ""
     """Where it went wrong: the argument field, file:line, or the pipeline step."""
+    attached: dict[str, Any] | None = None
+    """What the failed work leaves for its caller beside the error: a run's id, outputs, summary
+    and usage (money spent before the failure is still spent). `error_envelope` puts it at the
+    envelope's top level, next to `error`."""
 
     def __init__(self, message: str, *, hint: str = "", where: str = "") -> None:
         super().__init__(message)
@@ -253,6 +257,9 @@ def error_envelope(
         "retryable": again if retryable is None else retryable,
         "where": clip(where, MESSAGE_MAX),
     }
+    attached = error.attached if isinstance(error, SkillsError) else None
+    if attached:  # a run's outputs, summary and usage travel with its failure (see `attached`)
+        return cast("ErrorEnvelope", {"error": body, **{k: v for k, v in attached.items() if k != "error"}})
     return {"error": body}
 
 

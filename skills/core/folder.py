@@ -6,6 +6,7 @@ the body and the list of bundled files are read when first asked for.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -156,36 +157,23 @@ class FolderSkill:
     def _files(self) -> list[str]:
         """Every file a client may read, SKILL.md first: not hidden (`is_hidden`), and links only
         where their target stays inside `boundary` (what `read_skill_file` serves, no more)."""
-        found: list[str] = []
-        boundary = self.boundary.resolve()
-        seen: set[tuple[int, int]] = set()
-        stack = [(self._root, "")]
-        while stack and len(found) < _MAX_LISTED_FILES:
-            folder, prefix = stack.pop()
-            try:
-                st = folder.stat()
-                if (st.st_dev, st.st_ino) in seen:
-                    continue
-                seen.add((st.st_dev, st.st_ino))
-                with os.scandir(folder) as scan:
-                    entries = sorted(scan, key=lambda e: e.name)
-            except OSError:
-                continue
-            below: list[tuple[Path, str]] = []
-            for entry in entries:
-                rel = prefix + entry.name
-                if is_hidden(entry.name) or (entry.is_symlink() and not within(entry.path, boundary)):
-                    continue
-                try:
-                    if entry.is_dir():
-                        below.append((Path(entry.path), rel + "/"))
-                    elif entry.is_file():
-                        found.append(rel)
-                except OSError:
-                    continue
-            stack.extend(reversed(below))
-        found.sort(key=lambda p: (p != "SKILL.md", p))
-        return found[:_MAX_LISTED_FILES]
+        return _listed(self._root, self.boundary)
+
+    def digest(self) -> str:
+        """`sha256:<hex>` over the skill's files as they are now (each listed file's path and bytes).
+
+        What the distributed mode compares: a run records the digest of every skill it calls
+        where it starts, and a worker whose copy differs reloads its skills before it runs the
+        run (`pipelines._needs`). The list is read afresh (a file added since loading counts);
+        each file's hash is kept while its mtime and size stay the same. A skill whose SKILL.md or
+        skill.yaml changed since it was loaded runs its old definition: its digest says so (it
+        matches no fresh copy's), so that the process reads it again.
+        """
+        sha = hashlib.sha256(b"" if self.unchanged() else b"loaded before its definition changed\0")
+        for rel in _listed(self._root, self.boundary):
+            found = _file_hash(self._root / rel)
+            sha.update(f"{rel}\0{found}\0".encode())
+        return f"sha256:{sha.hexdigest()}"
 
     def front_matter(self) -> dict[str, Any]:
         """The SKILL.md front matter as the author wrote it (JSON-compatible), for SEP-2640."""
@@ -214,6 +202,65 @@ class FolderSkill:
                 "files": self.files(),
             }
         return await runner_for(contract.run.kind).run(self, contract, arguments, ctx)
+
+
+def _listed(root: Path, boundary_dir: Path) -> list[str]:
+    """The files of a skill folder, SKILL.md first (see `FolderSkill.files`)."""
+    found: list[str] = []
+    boundary = boundary_dir.resolve()
+    seen: set[tuple[int, int]] = set()
+    stack = [(root, "")]
+    while stack and len(found) < _MAX_LISTED_FILES:
+        folder, prefix = stack.pop()
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        below: list[tuple[Path, str]] = []
+        for entry in entries:
+            rel = prefix + entry.name
+            if is_hidden(entry.name) or (entry.is_symlink() and not within(entry.path, boundary)):
+                continue
+            try:
+                if entry.is_dir():
+                    below.append((Path(entry.path), rel + "/"))
+                elif entry.is_file():
+                    found.append(rel)
+            except OSError:
+                continue
+        stack.extend(reversed(below))
+    found.sort(key=lambda p: (p != "SKILL.md", p))
+    return found[:_MAX_LISTED_FILES]
+
+
+_hashes: dict[str, tuple[int, int, str]] = {}
+"""File -> (mtime_ns, size, sha256 hex) of the files digested so far (`FolderSkill.digest`)."""
+_HASHES_KEPT = 50_000
+
+
+def _file_hash(path: Path) -> str:
+    """The SHA-256 of one file ("" when it cannot be read), from `_hashes` while it is unchanged."""
+    key = str(path)
+    try:
+        st = path.stat()
+        cached = _hashes.get(key)
+        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+            return cached[2]
+        sha = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                sha.update(chunk)
+    except OSError:
+        return ""
+    if len(_hashes) >= _HASHES_KEPT:
+        _hashes.clear()
+    _hashes[key] = (st.st_mtime_ns, st.st_size, sha.hexdigest())
+    return _hashes[key][2]
 
 
 def folder_stamp(root: Path) -> tuple[int, ...]:

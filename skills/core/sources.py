@@ -193,12 +193,17 @@ def report_roots(providers: list[Any]) -> list[str]:
         if report.skills or provider.source != "user":
             log.info("%s", report.line())
             continue
-        skipped = f"; {report.skipped} skipped, see `orchestrator skills list`" if report.skipped else ""
-        text = (
-            f"skills root {report.root} gave no skill: no SKILL.md in the {report.searched} folder(s) searched"
-            f"{skipped} (hint: point --skills at a folder that holds skill folders (a skill is a folder with a "
-            "SKILL.md), or at a .zip/.skill archive)"
-        )
+        if report.skipped:  # there were skills, none loaded: the reasons are what to read
+            text = (
+                f"skills root {report.root} gave no skill: {report.skipped} skill folder(s) could not be loaded "
+                "(hint: the errors above say what to fix; `orchestrator skills validate DIR` checks them)"
+            )
+        else:
+            text = (
+                f"skills root {report.root} gave no skill: no SKILL.md in the {report.searched} folder(s) searched "
+                "(hint: point --skills at a folder that holds skill folders (a skill is a folder with a "
+                "SKILL.md), or at a .zip/.skill archive)"
+            )
         log.warning("%s", text)
         warnings.append(text)
     return warnings

@@ -39,7 +39,16 @@ from ..core.errors import (
     SkillsError,
     UnknownSkillError,
 )
-from ..core.models import Completion, ModelAccess, NoModelProviderError, UnknownModelError, Usage, model_access
+from ..core.models import (
+    Completion,
+    ModelAccess,
+    NoModelProviderError,
+    UnknownModelError,
+    Usage,
+    model_access,
+    pico_usd,
+    shown_usd,
+)
 from ..core.roles import ROLES_KEY, apply_role
 from ._agent_io import as_text, confidence, envelope_text, first_line, short, tool_result
 from ._prompt import choose_model, parse_json
@@ -188,7 +197,7 @@ class _Agent:
         usage = self.access.usage
         if usage.total_tokens >= self.spec.max_tokens:
             return "token_limit"
-        if usage.cost_usd >= self.spec.max_cost_usd:
+        if usage.cost_pico >= pico_usd(self.spec.max_cost_usd):
             return "cost_exceeded"
         if self.budget is not None and (hit := self.budget.exceeded()) is not None:
             self.budget_reason = hit[1]
@@ -200,15 +209,10 @@ class _Agent:
         if self.budget is None:
             return
         usage = self.access.usage
-        spent = Usage(
-            usage.input_tokens - self._charged.input_tokens,
-            usage.output_tokens - self._charged.output_tokens,
-            usage.cost_usd - self._charged.cost_usd,
-            usage.calls - self._charged.calls,
-        )
-        if spent.calls or spent.total_tokens or spent.cost_usd:
+        spent = usage.minus(self._charged)
+        if spent.spent:
             self.budget.charge(spent)
-            self._charged = Usage().add(usage)
+            self._charged = usage.copy()
 
     def room(self) -> int:
         """Tokens the next answer may use: what is left of the agent's and of the run's."""
@@ -395,7 +399,7 @@ async def run_agent(
         "status": status,
         **final,
         "tokens": usage.total_tokens,
-        "cost_usd": round(usage.cost_usd, 6),
+        "cost_usd": shown_usd(usage.cost_pico),
         "duration_s": round(time.monotonic() - started, 3),
         "iterations": agent.iterations,
     }

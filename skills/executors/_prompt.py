@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..core.base import Skill, SkillContext
     from ..core.contract import SkillContract
 
-__all__ = ["REASKS", "ask_json", "carry_out", "choose_model", "parse_json", "run_prompt"]
+__all__ = ["REASKS", "ask_json", "carry_out", "choose_model", "parse_json", "run_prompt", "schema_note"]
 
 REASKS = 2
 """How many times an answer that does not fit `outputs` is sent back before the call fails."""
@@ -81,14 +81,19 @@ async def ask_json(
     messages: list[dict[str, Any]],
     system: str | None,
     model: str | None,
-    max_tokens: int,
+    max_tokens: int | None,
     schema: dict[str, Any],
     ctx: SkillContext,
+    reasks: int = REASKS,
+    schema_name: str = "the outputs schema",
+    label: str | None = None,
+    hint: str = "make the prompt say what to return, loosen `outputs`, or choose a stronger `model:`",
 ) -> Any:
-    """A JSON answer that fits `schema`, re-asking with the reason at most `REASKS` times."""
+    """A JSON answer that fits `schema`, re-asking with the reason at most `reasks` times
+    (`label`, `schema_name` and `hint` name the asker, the schema and the fix in the final failure)."""
     messages = list(messages)
     problem = ""
-    for attempt in range(REASKS + 1):
+    for attempt in range(reasks + 1):
         completion = await access.complete(messages, system=system, model=model, max_tokens=max_tokens)
         try:
             value = parse_json(completion.text)
@@ -102,7 +107,7 @@ async def ask_json(
                 problem = exc.message.replace(f"'{skill}' returned a result that does", "it does")
         if completion.stop_reason == "max_tokens":
             problem += "; the answer was cut off at its token limit, so keep it shorter"
-        if attempt < REASKS:
+        if attempt < reasks:
             await ctx.log("warning", f"{skill}: the model's answer cannot be used ({problem}); asking again")
             messages += [
                 {"role": "assistant", "content": completion.text or "(empty answer)"},
@@ -113,12 +118,12 @@ async def ask_json(
                 },
             ]
     raise OutputError(
-        f"'{skill}': the model's answer did not fit the outputs schema after {REASKS + 1} attempts: {problem}",
-        hint="make the prompt say what to return, loosen `outputs`, or choose a stronger `model:`",
+        f"{label or repr(skill)}: the model's answer did not fit {schema_name} after {reasks + 1} attempts: {problem}",
+        hint=hint,
     )
 
 
-def _schema_note(schema: dict[str, Any]) -> str:
+def schema_note(schema: dict[str, Any]) -> str:
     return (
         "\n\nAnswer with only a JSON object (no other text) that fits this JSON Schema:\n```json\n"
         + json.dumps(schema, indent=2, ensure_ascii=False)
@@ -195,7 +200,7 @@ async def run_prompt(
                 access,
                 skill=skill.name,
                 messages=messages,
-                system=(system or "") + _schema_note(contract.outputs),
+                system=(system or "") + schema_note(contract.outputs),
                 model=model,
                 max_tokens=contract.max_output_tokens,
                 schema=contract.outputs,

@@ -60,8 +60,8 @@ class PythonEntry:
             kwargs["ctx"] = ctx
         if self.is_async:
             return await self.fn(**kwargs)
-        # Sync skills run in a worker thread, as MCPServer does for sync tools: a skill reading
-        # a big file must not stall every other client of the server.
+        # Not the server's path for `def` skills: `run_python` sends them to a worker process
+        # (`_pool`). A sync entry called here directly still must not stall the event loop.
         return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
 
 
@@ -255,11 +255,12 @@ async def _run_in_process(
 
 
 _PLAIN = (str, int, float, bool, type(None), Path)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain(value: object, depth: int = 0) -> bool:
     """Data a worker can receive as it is (no objects of the server: model access, the Catalog)."""
-    if isinstance(value, _PLAIN):
+    if type(value) in _SCALARS or isinstance(value, _PLAIN):  # the exact types first: checked for every call
         return True
     if depth > 8:
         return False

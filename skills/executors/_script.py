@@ -131,7 +131,16 @@ async def run_script(
 
 
 def _command(program: Path, skill: str) -> list[str]:
-    """The argv that runs `program`: by suffix for .py and .sh, else the file must be executable."""
+    """The argv that runs `program` (docs/skills.md, "How a script is started").
+
+    1. `.py`: the server's own Python, whatever its `#!` line says: the packages installed
+       beside the server are importable, and the jail has that interpreter.
+    2. A `#!` line: its interpreter, with the line's one optional argument (as the kernel
+       reads it), the run bit not needed (archives and copies often lose it). So a `.sh`
+       script that starts with `#!/bin/bash` runs in bash, not in `/bin/sh`.
+    3. `.sh` without one: `/bin/sh`.
+    4. Anything else must be executable (a binary): run as it is.
+    """
     if not program.is_file():
         raise SkillRunError(
             f"'{skill}': script {program} does not exist",
@@ -139,14 +148,41 @@ def _command(program: Path, skill: str) -> list[str]:
         )
     if program.suffix == ".py":  # in the jail's own interpreter: one Python start-up, not two
         return [RUN_PYTHON, str(program), os.pathsep.join(_SITE_PACKAGES)]
+    shebang = _shebang(program, skill)
+    if shebang:
+        return [*shebang, str(program)]
     if program.suffix == ".sh":
         return ["/bin/sh", str(program)]
     if not os.access(program, os.X_OK):
         raise SkillRunError(
-            f"'{skill}': script {program} is not executable",
-            hint="chmod +x it (with a #! line), or use a .py or .sh script",
+            f"'{skill}': script {program} has no #! line and is not executable",
+            hint="start it with a #! line (e.g. #!/bin/sh), name it .py or .sh, or chmod +x a binary",
         )
     return [str(program)]
+
+
+_SHEBANG_MAX = 256
+"""Bytes of the first line read for a `#!` line (Linux reads at most 256 as well)."""
+
+
+def _shebang(program: Path, skill: str) -> list[str]:
+    """The interpreter and its optional argument from `program`'s `#!` line ([] without one)."""
+    try:
+        with program.open("rb") as fh:
+            head = fh.read(_SHEBANG_MAX)
+    except OSError as exc:
+        raise SkillRunError(f"'{skill}': cannot read script {program}: {exc.strerror}") from None
+    if not head.startswith(b"#!"):
+        return []
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace")
+    words = line.split(None, 1)  # the interpreter, then the rest as one argument (as the kernel does)
+    if not words or not words[0].startswith("/"):
+        named = words[0] if words else "(nothing)"
+        raise SkillRunError(
+            f"'{skill}': the #! line of {program} names '{named}', not an absolute path",
+            hint="write e.g. #!/bin/bash or #!/usr/bin/env bash",
+        )
+    return [words[0], words[1].strip()] if len(words) == 2 else [words[0]]
 
 
 def _environment(allow: Sequence[str], confined: bool) -> dict[str, str]:
