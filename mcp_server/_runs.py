@@ -50,7 +50,7 @@ _LIVE = ("running", "queued")
 
 _STATUS = {
     "type": "string",
-    "enum": ["queued", "running", "succeeded", "failed", "cancelled", "interrupted", "stopped"],
+    "enum": ["queued", "running", "waiting", "succeeded", "failed", "cancelled", "interrupted", "stopped"],
 }
 _RUN_ID = {"type": "string", "description": "The run's id (from a run handle, a pipeline's result, or list_runs)."}
 _SUMMARY: dict[str, Any] = {
@@ -158,7 +158,11 @@ async def get_run(service: PipelineService, arguments: dict[str, Any], ctx: Skil
         data["outputs"] = record.result
         if isinstance(record.result, dict) and "usage" in record.result:
             data["usage"] = record.result["usage"]
+    elif record.status == "waiting":  # an `ask:` step's question waits for `answer_run`
+        data["asking"] = record.asking
     elif record.status not in _LIVE:
+        if isinstance(record.result, dict) and "usage" in record.result:  # spent however it ended
+            data["usage"] = record.result["usage"]
         data["error"] = (record.envelope or {}).get("error") or {
             "type": "cancelled" if record.status == "cancelled" else "skill_failed",
             "message": record.error or record.status,
@@ -252,6 +256,7 @@ RUN_META_TOOLS: dict[str, MetaTool] = {
                     "outputs": {**ANY_JSON, "description": "The run's outputs (once it succeeded)."},
                     "usage": {"type": "object"},
                     "error": {"type": "object", "description": "The error envelope's body (once it failed)."},
+                    "asking": {"type": "object", "description": "A waiting run's question (answer_run answers it)."},
                 },
                 "required": ["run_id", "status", "steps"],
             },
