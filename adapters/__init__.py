@@ -22,6 +22,7 @@ _LAZY = {
     "UpstreamCallError": "errors",
     "UpstreamError": "errors",
     "UpstreamTimeoutError": "errors",
+    "UpstreamToolError": "errors",
     "UpstreamUnavailableError": "errors",
     "AdapterState": "mcp_adapter",
     "MCPSkillAdapter": "mcp_adapter",
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         UpstreamCallError,
         UpstreamError,
         UpstreamTimeoutError,
+        UpstreamToolError,
         UpstreamUnavailableError,
     )
     from .mcp_adapter import AdapterState, MCPSkillAdapter
@@ -71,6 +73,7 @@ __all__ = [
     "UpstreamCallError",
     "UpstreamError",
     "UpstreamTimeoutError",
+    "UpstreamToolError",
     "UpstreamUnavailableError",
     "input_round_of",
     "load_servers_config",

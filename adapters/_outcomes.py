@@ -1,4 +1,9 @@
-"""What an upstream's outcomes are reported as: a one-line reason for a failed connection, a relayable result."""
+"""What an upstream's outcomes are reported as: a one-line reason for a failed connection, a
+relayable result, the error envelope of a failed call.
+
+Everything an upstream says is made plain text first (`skills.core.errors.plain_text`): no
+terminal escapes, no rich traceback boxes, the first meaningful line and where it happened.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,13 @@ from typing import cast
 
 import httpx2
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, CallToolResult
+from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 
-__all__ = ["describe_error", "first_line", "relayable"]
+from skills.core.errors import plain_text
+
+from .errors import UpstreamToolError
+
+__all__ = ["describe_error", "first_line", "relayable", "tool_failure"]
 
 _PROTOCOL_META = "io.modelcontextprotocol/"  # per-hop stamps (serverInfo) that must not be relayed
 
@@ -30,8 +39,26 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    """The first meaningful line of an exception's text (plain), or its class name."""
+    text = plain_text(str(exc))
+    return text.lines[0] if text.lines else type(exc).__name__
+
+
+def tool_failure(server: str, tool: str, result: CallToolResult) -> UpstreamToolError:
+    """An upstream's `isError` result as the envelope's error: its first text item (made plain)
+    is the message, every other item follows the envelope."""
+    first = next((i for i, item in enumerate(result.content) if isinstance(item, TextContent)), None)
+    said = plain_text(cast(TextContent, result.content[first]).text) if first is not None else None
+    rest = [item for i, item in enumerate(result.content) if i != first]
+    message = said.message if said is not None and said.lines else f"'{tool}' reported an error without a message"
+    return UpstreamToolError(
+        server,
+        message,
+        where=said.where if said is not None else "",
+        content=rest,
+        hint=f"reported by the tool '{tool}' of the upstream server '{server}': check the arguments, "
+        "or that server's own log",
+    )
 
 
 def describe_error(exc: Exception) -> str:

@@ -2,7 +2,10 @@
 
 A server that fails to start (a missing package, a bad argument) explains itself on stderr
 and then just closes the pipe; the SDK only says "Connection closed". Reading the server's
-stderr through a pipe of our own turns that into "... exited: <its last lines>".
+stderr through a pipe of our own turns that into "... exited: <its last lines>". What a
+server writes there is made plain first: many colour their logs and draw tracebacks in boxes
+(rich), which would reach a client's error message as escape codes and box drawing; the tail
+keeps the meaningful lines and the place a traceback named.
 """
 
 from __future__ import annotations
@@ -17,22 +20,25 @@ from typing import TextIO
 
 import anyio
 
+from skills.core.errors import plain, plain_text
+
 __all__ = ["StderrTail"]
 
 
 class StderrTail:
     """The last lines a server wrote to stderr (bounded), each also sent to `log` at INFO."""
 
-    def __init__(self, log: logging.Logger, keep: int = 20) -> None:
+    def __init__(self, log: logging.Logger, keep: int = 60) -> None:
         self.log = log
         self.lines: deque[str] = deque(maxlen=keep)
         self._partial = b""
         self._fd: int | None = None
 
     def tail(self, max_chars: int = 1200) -> str:
-        """The last lines, joined, read up to now (what the server printed before it died)."""
+        """The last lines read up to now (what the server printed before it died), as one plain
+        line: traceback frames and boxes left out, the place they named kept at the end."""
         self._drain()
-        text = " | ".join(line for line in self.lines if line.strip())
+        text = plain_text("\n".join(self.lines)).joined()
         return text if len(text) <= max_chars else "..." + text[-max_chars:]
 
     @asynccontextmanager
@@ -96,5 +102,7 @@ class StderrTail:
     def _line(self, raw: bytes) -> None:
         line = raw.decode("utf-8", "replace").rstrip("\r")
         self.lines.append(line)
-        with suppress(ValueError):  # logging into a closed handler at interpreter exit
-            self.log.info("%s", line)
+        shown = plain(line).rstrip()
+        if shown.strip():
+            with suppress(ValueError):  # logging into a closed handler at interpreter exit
+                self.log.info("%s", shown)

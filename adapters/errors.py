@@ -13,12 +13,16 @@ location and a hint, reported as `LoadProblem`s; runtime failures of an upstream
             │                              also a NotConnectedError: envelope type `not_connected`)
             ├── UpstreamTimeoutError       no answer within the server's `timeout` (also a SkillTimeoutError:
             │                              envelope type `timeout`)
-            └── UpstreamCallError          the upstream refused the call (unknown tool, bad params, bad result)
+            ├── UpstreamCallError          the upstream refused the call (unknown tool, bad params, bad result)
+            └── UpstreamToolError          the upstream's tool ran and reported a failure (`isError`): its own
+                                           text is the message, its other content follows the envelope
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from skills import DefinitionError, NotConnectedError, Problem, SkillRunError, SkillTimeoutError
 
@@ -27,6 +31,7 @@ __all__ = [
     "UpstreamCallError",
     "UpstreamError",
     "UpstreamTimeoutError",
+    "UpstreamToolError",
     "UpstreamUnavailableError",
 ]
 
@@ -58,3 +63,17 @@ class UpstreamTimeoutError(UpstreamError, SkillTimeoutError):
 
 class UpstreamCallError(UpstreamError):
     """The upstream answered the call with a protocol error, or with a result that breaks its own schema."""
+
+
+class UpstreamToolError(UpstreamError):
+    """The upstream's tool ran and said it failed (`isError`): an envelope of type `skill_failed`
+    whose message is the upstream's own text (made plain), `where` the server (and the place a
+    traceback named), and whose `content` is the rest of what the upstream sent."""
+
+    def __init__(
+        self, server: str, message: str, *, where: str = "", content: Sequence[Any] = (), hint: str = ""
+    ) -> None:
+        super().__init__(server, message, hint=hint)
+        if where:
+            self.where = f"{self.where}: {where}"
+        self.content = tuple(content)

@@ -37,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from skills import SkillContext
+from skills.core.errors import plain_text
 
 from ._forward import CallClock, Calls, Forwarder, InFlight
 from ._names import sanitize
@@ -393,8 +394,12 @@ class MCPSkillAdapter:
                 raise self._dropped(tool, "ended our session") from None
             if exc.code == REQUEST_TIMEOUT:
                 raise self._timeout(tool) from None
+            said = plain_text(exc.error.message)
             raise UpstreamCallError(
-                self.name, f"upstream '{self.name}' answered the call to '{tool}' with an error: {exc.error.message}"
+                self.name,
+                f"upstream '{self.name}' answered the call to '{tool}' with an error: {said.message}",
+                hint=f"the upstream refused the request (JSON-RPC {exc.code})"
+                + (f" at {said.where}" if said.where else ""),
             ) from None
         except (ValidationError, RuntimeError) as exc:  # a result that breaks the protocol or its own output schema
             if lost.is_set():  # (or the session was closed under the call)
@@ -423,6 +428,8 @@ class MCPSkillAdapter:
             why = "still starting" + (f" (last error: {self.last_error})" if self.last_error else "")
         elif self.state == "disabled":
             why = "disabled in servers.json"
+        elif self.state == "connected":  # the connection ended a moment ago; the supervisor has yet to notice
+            why = f"{self._lost_reason or 'its connection ended'}; it is being reconnected"
         else:
             why = f"not running ({self.state})"
         return UpstreamUnavailableError(

@@ -1,8 +1,11 @@
 """An upstream tool as a Skill: its definition passed through, its calls forwarded.
 
 Description, input schema, output schema and annotations are the upstream's, unchanged; the
-result of a call is the upstream's `CallToolResult`, unchanged (every content type,
-`structuredContent`, `isError`), which the server hands to its client as it is.
+result of a successful call is the upstream's `CallToolResult`, unchanged (every content type,
+`structuredContent`), which the server hands to its client as it is. A failed call (`isError`)
+is raised as `UpstreamToolError`: the client gets the error envelope of SPEC 7 (`skill_failed`,
+the upstream's own text in `message`, its other content after the envelope), and a pipeline step
+or an agent sees the same failure as from any other skill.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from mcp_types import CallToolResult, Tool
 from skills import SkillContext
 
 from ._names import assign_names
+from ._outcomes import tool_failure
 
 if TYPE_CHECKING:
     from .config import ServerConfig
@@ -106,7 +110,11 @@ class RemoteSkill:
         return []
 
     async def run(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-        return await self.adapter.call(self.tool.name, arguments, ctx)
+        """The upstream's result; raises `UpstreamToolError` when it reports a failure."""
+        result = await self.adapter.call(self.tool.name, arguments, ctx)
+        if result.is_error:
+            raise tool_failure(self.server, self.tool.name, result)
+        return result
 
     def __repr__(self) -> str:
         return f"RemoteSkill({self._name!r} -> {self.server}:{self.tool.name})"

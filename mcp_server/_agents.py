@@ -17,7 +17,7 @@ from mcp_types import Tool as MCPTool
 
 from skills import ArgumentsError, SkillsError
 from skills.core._schema import ANY_JSON
-from skills.core.errors import FieldError
+from skills.core.errors import ERROR_BODY_SCHEMA, FieldError
 from skills.core.models import UnknownModelError, model_access
 from skills.executors._agent import agent_output_schema
 
@@ -208,6 +208,7 @@ ORCHESTRATE = MetaTool(
                         "work": {"type": "object", "properties": _TALLY},
                     },
                 },
+                "error": ERROR_BODY_SCHEMA,
             },
             "required": ["request", "route", "routed_by", "usage"],
         },

@@ -24,7 +24,7 @@ from skills.core._schema import check_arguments
 from skills.core.errors import clip
 
 from ._meta import structured
-from ._results import error_result
+from ._results import error_result, unbound
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
@@ -180,9 +180,13 @@ async def call_catalogue(
         if skill is None:
             raise server.catalog.unknown(clip(arguments["name"], 64))
     except SkillsError as exc:
-        return error_result(exc, where="name" if isinstance(exc, UnknownSkillError) else "")
+        where = "name" if isinstance(exc, UnknownSkillError) else exc.where
+        return error_result(exc, where=where, output_schema=tool.output_schema)
     if name == "call_skill":
-        return await server.call_tool(skill.name, arguments.get("arguments") or {}, context)
+        called = await server.call_tool(skill.name, arguments.get("arguments") or {}, context)
+        # call_skill declares no outputSchema: a failure's envelope is its structured content
+        # too, which the called skill's own outputSchema kept out.
+        return unbound(called) if isinstance(called, CallToolResult) else called
     return structured(
         _summary(skill)
         | {

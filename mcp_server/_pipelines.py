@@ -19,7 +19,7 @@ from mcp_types import Tool as MCPTool
 
 from pipelines.runs import LOCAL, may_see
 from skills.core._schema import nullable
-from skills.core.errors import clip
+from skills.core.errors import ERROR_BODY_SCHEMA, clip
 
 from ._agents import AGENT_TOOLS
 from ._asking import ANSWER_TOOLS
@@ -133,6 +133,7 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
             + "; validate_pipeline checks a pipeline without saving it",
             error_type="invalid_arguments",
             where=f"yaml:{first.line}:{first.col}" if first else "yaml",
+            output_schema=META_TOOLS["register_pipeline"].tool.output_schema,
             report={"registered": False, "issues": _issues(exc.issues), "report": report, **extra},
         )
     except PipelineError as exc:
@@ -141,6 +142,7 @@ async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillCo
             exc.hint,
             error_type="invalid_arguments",
             where="yaml",
+            output_schema=META_TOOLS["register_pipeline"].tool.output_schema,
             report={"registered": False, "issues": [], "report": str(exc), **extra},
         )
     data = {"registered": True, "id": skill.name, "file": str(skill.file), "help": help_ or help_text(skill.spec)}
@@ -211,6 +213,7 @@ META_TOOLS: dict[str, MetaTool] = {
                     "issues": {"type": "array", "items": _ISSUE},
                     "report": {"type": "string"},
                     "created_skills": _CREATED,
+                    "error": ERROR_BODY_SCHEMA,
                 },
                 "required": ["registered"],
             },

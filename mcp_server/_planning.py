@@ -12,7 +12,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills.core._schema import ANY_JSON, nullable
-from skills.core.errors import clip
+from skills.core.errors import ERROR_BODY_SCHEMA, clip
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -45,11 +45,14 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         cases: list[Any] = args.get("test_cases") or []
         tests = [TestCase.model_validate(case) for case in cases]
     except ValidationError as exc:
+        message = f"test_cases: {clip(str(exc), 1000)}"
         return error_result(
-            f"test_cases: {clip(str(exc), 1000)}",
+            message,
             "each case is {arguments: {...}, expected: ...} or with checks",
             error_type="invalid_arguments",
             where="test_cases",
+            output_schema=CREATE.tool.output_schema,
+            report={"created": False, "stage": "request", "reasons": [message]},
         )
 
     async def refresh_pipelines() -> None:  # pipelines that called the missing skill verify now
@@ -66,8 +69,9 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
             overwrite=bool(args.get("overwrite")),
             also_refresh=refresh_pipelines,
         )
-    except SkillsError as exc:
-        return error_result(exc)
+    except SkillsError as exc:  # before any stage ran (no model, a name taken)
+        report = {"created": False, "stage": "request", "reasons": [exc.message]}
+        return error_result(exc, output_schema=CREATE.tool.output_schema, report=report)
     data = creation.as_dict()
     if creation.created:
         return structured(data)
@@ -76,6 +80,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
         "the result's files and tests show what was made; change the request or give test_cases and call again",
         error_type="skill_failed",
         where=f"stage {data['stage']}",
+        output_schema=CREATE.tool.output_schema,
         report=data,
     )
 
@@ -100,8 +105,9 @@ async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: Ski
             overwrite=bool(args.get("overwrite")),
             create_missing=bool(args.get("create_missing")),
         )
-    except SkillsError as exc:
-        return error_result(exc, output_schema=schema)
+    except SkillsError as exc:  # before a pipeline was written (no model)
+        report = {"status": "failed", "iterations": 0, "pipeline_yaml": "", "issues": [exc.message]}
+        return error_result(exc, output_schema=schema, report=report)
     failure = incomplete(data)
     if failure is None:
         return structured(data)
@@ -163,6 +169,7 @@ CREATE = MetaTool(
                 "usage": {"type": "object"},
                 "path": {"type": "string"},
                 "published": {"type": "boolean"},
+                "error": ERROR_BODY_SCHEMA,
             },
             "required": ["created", "stage", "reasons"],
         },
@@ -231,6 +238,7 @@ PLAN = MetaTool(
                 "registered": {"type": "boolean"},
                 "tool": {"type": "string"},
                 "register_error": {"type": "string"},
+                "error": ERROR_BODY_SCHEMA,
             },
             "required": ["status", "iterations", "pipeline_yaml"],
         },

@@ -6,7 +6,11 @@ Every failure becomes the one error envelope of SPEC 7, `{"error": {"type", "mes
 tool declares no `outputSchema`. The rule for clients: the text of a failed call is always the
 envelope; its structured content, when there is any, always fits the tool's `outputSchema` (a
 meta tool's failure report, e.g. `create_skill`'s `{created: false, stage, reasons, files}`), or
-is the envelope when the tool declares none.
+is the envelope when the tool declares none. Every failure type takes this one path, whoever
+raised it (argument checks, limits, an upstream that is not connected, a model that cannot be
+reached, a cancelled call). Content that came with a failure (an imported tool's images) follows
+the envelope's text; keys a caller adds beside `error` (`extra`: a run's `usage`, `run_id`)
+travel in the text and the structured content alike.
 
 Why not always in `structuredContent`: a tool's `outputSchema` describes its *success* result,
 and the protocol says structured content MUST conform to it. The Python SDK client skips the
@@ -27,10 +31,19 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from mcp_types import CallToolResult, TextContent
+from mcp_types import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+)
 
 from skills import OutputError, Skill, SkillsError
 from skills.core._schema import check_output
@@ -43,6 +56,7 @@ __all__ = [
     "error_result",
     "json_safe",
     "to_result",
+    "unbound",
     "where_in",
 ]
 
@@ -61,15 +75,46 @@ def error_result(
     retryable: bool | None = None,
     output_schema: dict[str, Any] | None = None,
     report: dict[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> CallToolResult:
     """An `isError` result carrying the error envelope (see the module docstring for where);
-    `report` is structured content that fits the tool's output schema, sent instead of none."""
-    envelope = error_envelope(error, error_type=error_type, hint=hint, where=where, retryable=retryable)
+    `report` is structured content that fits the tool's output schema, sent instead of none
+    (with the envelope's body as its `error` when that schema declares one: `ERROR_BODY_SCHEMA`);
+    `extra` are keys beside `error` (never `error` itself); a `SkillsError`'s `content` items
+    follow the envelope's text."""
+    envelope: dict[str, Any] = dict(
+        error_envelope(error, error_type=error_type, hint=hint, where=where, retryable=retryable)
+    )
+    if extra:
+        envelope.update({k: v for k, v in extra.items() if k != "error"})
     text = json.dumps(envelope, ensure_ascii=False, default=str)
-    structured = report if report is not None else (dict(envelope) if output_schema is None else None)
-    if structured is None and len(envelope) > 1 and _fits(output_schema, dict(envelope)):
-        structured = dict(envelope)  # a failed run's outputs, summary and usage with it (`SkillsError.attached`)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True)
+    content: list[ContentBlock] = [TextContent(type="text", text=text)]
+    if isinstance(error, SkillsError):
+        content += [item for item in error.content if _is_content(item)]
+    structured: dict[str, Any] | None = envelope if output_schema is None else None
+    if report is not None:  # it fits the schema; with the schema's `error` property, the body too
+        structured = {**report, "error": envelope["error"]} if _declares_error(output_schema) else report
+    elif structured is None and len(envelope) > 1 and _fits(output_schema, envelope):
+        structured = envelope  # a failed run's outputs, summary and usage with it (`SkillsError.attached`)
+    return CallToolResult(content=content, structured_content=structured, is_error=True)
+
+
+def _declares_error(schema: dict[str, Any] | None) -> bool:
+    properties: Any = (schema or {}).get("properties")
+    return isinstance(properties, dict) and "error" in properties
+
+
+def _is_content(item: Any) -> bool:
+    return isinstance(item, TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource)
+
+
+def unbound(result: CallToolResult) -> CallToolResult:
+    """A failed result of ours as a tool without an outputSchema sends it: the envelope (with
+    its keys beside `error`) as structured content too (`call_skill` relaying a skill's)."""
+    first = result.content[0] if result.content else None
+    if result.structured_content is not None or envelope_of(result) is None or not isinstance(first, TextContent):
+        return result
+    return result.model_copy(update={"structured_content": json.loads(first.text)})
 
 
 def _fits(schema: dict[str, Any] | None, value: dict[str, Any]) -> bool:
@@ -81,15 +126,16 @@ def _fits(schema: dict[str, Any] | None, value: dict[str, Any]) -> bool:
 
 
 def envelope_of(result: CallToolResult) -> ErrorBody | None:
-    """The error body of a failed result of ours (None for a success, or an imported tool's own
-    error, which passes through as the upstream sent it)."""
+    """The error body of a failed result of ours (None for a success, or for text that is not
+    our envelope). Keys beside `error` (a run's `usage`) are allowed."""
     first = result.content[0] if result.is_error and result.content else None
-    if not isinstance(first, TextContent) or not first.text.startswith('{"error"'):
+    if not isinstance(first, TextContent) or not first.text.startswith("{") or '"error"' not in first.text[:200]:
         return None
     try:
-        body: Any = json.loads(first.text).get("error")
+        data: Any = json.loads(first.text)
     except ValueError:
         return None
+    body: Any = cast(dict[str, Any], data).get("error") if isinstance(data, dict) else None
     if isinstance(body, dict) and {"type", "message", "hint", "where"} <= body.keys():
         return cast(ErrorBody, body)  # the keys of our envelope: made by `error_envelope`
     return None

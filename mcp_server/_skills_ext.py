@@ -76,7 +76,10 @@ class ReadDirectoryParams(PaginatedRequestParams):
     uri: str = Field(max_length=2048)
 
 
-class ReadDirectoryResult(PaginatedResult):
+class ReadDirectoryResult(PaginatedResult, CacheableResult):
+    """A folder's entries; cacheable like the other listings (2026-07-28 clients such as the
+    Inspector refuse a `resources/directory/read` result without `ttlMs`/`cacheScope`)."""
+
     resources: list[MCPResource]
     result_type: Literal["complete"] = "complete"
 
@@ -140,7 +143,7 @@ class SkillsExtension(Extension):
                 mime = "inode/directory" if is_dir else _mime(entry.name)
                 children.append(MCPResource(uri=prefix + entry.name, name=entry.name, mime_type=mime))
         page, cursor = self._pager.page(f"directory {params.uri}", children, params.cursor)
-        return ReadDirectoryResult(resources=page, next_cursor=cursor)
+        return ReadDirectoryResult(resources=page, next_cursor=cursor, ttl_ms=_TTL_MS)
 
     # -- entries ---------------------------------------------------------------------------
     def _entry(self, skill: Any) -> SkillEntry | str:

@@ -184,6 +184,9 @@ class OrchestratorServer(MCPServer):
         """False over stateless HTTP: no stream outlives a request there, so a handshake-era client
         can never be sent list_changed and initialize must not promise it. (2026-07-28 clients
         are told through `subscriptions/listen`, which the SDK advertises by itself.)"""
+        self.tasks_listed_to_handshake_clients = True
+        """False over stateless HTTP: a 2025-11-25 `tasks/list` shows the tasks of the caller's own
+        connection (no identity says more), which there is one request, so it would always be empty."""
         low = self._lowlevel_server
         # Handshake-era clients only learn that tools/list can change when initialize says so;
         # the HTTP session manager asks `create_initialization_options()` with no arguments.
@@ -196,7 +199,8 @@ class OrchestratorServer(MCPServer):
             extensions: dict[str, dict[str, Any]] | None = None,
         ) -> InitializationOptions:
             notify = notification_options or (changes if self.list_changed_to_handshake_clients else None)
-            return _with_tasks(create(notify, experimental_capabilities, extensions))
+            options = create(notify, experimental_capabilities, extensions)
+            return _with_tasks(options, listed=self.tasks_listed_to_handshake_clients)
 
         low.create_initialization_options = initialization_options
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
@@ -464,7 +468,7 @@ class OrchestratorServer(MCPServer):
         return [
             MCPResource(
                 uri=f"skill://{skill.name}/SKILL.md",
-                name=f"{skill.name}/SKILL.md",
+                name=skill.name,  # the frontmatter name (SEP-2640: clients match the two)
                 title=f"{skill.title or skill.name}: SKILL.md",
                 description=skill.description,
                 mime_type="text/markdown",
@@ -554,7 +558,7 @@ class OrchestratorServer(MCPServer):
     ) -> GetPromptResult:
         skill = self.catalog.find(name)
         if skill is None or skill.kind != "instructions":
-            hint = self.catalog.unknown(name).hint if len(name) <= 64 else "list the prompts to see what exists"
+            hint = _unknown_prompt_hint(name, [s.name for s in self.catalog if s.kind == "instructions"])
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"no prompt named '{clip(name, 64)}' ({hint})",
@@ -774,6 +778,16 @@ class OrchestratorServer(MCPServer):
             await low.run(reader, write_stream, low.create_initialization_options())
 
 
+def _unknown_prompt_hint(name: str, prompts: list[str]) -> str:
+    """Where to look for a prompt: the close prompt names, else prompts/list (tools are no answer)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, prompts, n=3, cutoff=0.6) if len(name) <= 64 else []
+    if close:
+        return f"did you mean {', '.join(repr(c) for c in close)}? prompts/list shows the prompts"
+    return "prompts/list shows the prompts"
+
+
 def _internal(name: str, schema: dict[str, Any] | None) -> CallToolResult:
     """The envelope of an unexpected exception (a bug): logged with its traceback, never shown."""
     log.exception("tool %s raised an unexpected exception", name)
@@ -823,6 +837,7 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
     caller = _caller_of(session)
 
     async def send(level: LoggingLevel, message: str) -> None:
+        message = _without_prefix(message, skill)  # "agent: agent: starting" says its name once
         getattr(log, level)("%s: %s", skill, message)
         if LOG_ORDER.index(level) < levels.get(caller, 0):
             return  # below the level this client set with logging/setLevel
@@ -835,6 +850,15 @@ def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakK
         await pending
 
     return send
+
+
+def _without_prefix(message: str, logger: str) -> str:
+    """`message` without a leading `<logger>: `: the logger is shown beside it. (Only with the
+    colon: "count 3 files" from a skill named `count` is a sentence, not a prefix.)"""
+    if message.startswith(f"{logger}:"):
+        rest = message[len(logger) + 1 :].lstrip()
+        return rest or message
+    return message
 
 
 def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
@@ -904,10 +928,11 @@ def _declares_tasks(request: Any) -> bool:
     return bool(caps is not None and caps.extensions and TASKS_EXTENSION in caps.extensions)
 
 
-def _with_tasks(options: InitializationOptions) -> InitializationOptions:
-    """Handshake-era capabilities say that tools may run as tasks (2025-11-25 core tasks)."""
+def _with_tasks(options: InitializationOptions, *, listed: bool = True) -> InitializationOptions:
+    """Handshake-era capabilities say that tools may run as tasks (2025-11-25 core tasks);
+    `listed`: `tasks/list` is offered (not over stateless HTTP, where it would always be empty)."""
     options.capabilities.tasks = ServerTasksCapability(
-        list=TasksListCapability(),
+        list=TasksListCapability() if listed else None,
         cancel=TasksCancelCapability(),
         requests=ServerTasksRequestsCapability(tools=TasksToolsCapability(call=TasksCallCapability())),
     )

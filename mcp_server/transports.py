@@ -166,7 +166,7 @@ def http_app(
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from ._sessions import FairSessionManager
+    from ._sessions import FairSessionManager, StatelessManager
 
     limits = limits or SessionLimits()
     security = transport_security(host, allowed_hosts)
@@ -175,7 +175,8 @@ def http_app(
     if stateless:
         # No stream outlives a request: handshake-era clients can never be told of changes.
         server.list_changed_to_handshake_clients = False
-        manager = StreamableHTTPSessionManager(low, stateless=True, security_settings=security)
+        server.tasks_listed_to_handshake_clients = False
+        manager = StatelessManager(low, security_settings=security)
     else:
         manager = FairSessionManager(
             low,

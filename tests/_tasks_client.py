@@ -63,16 +63,19 @@ class PageParams(RequestParams):
 class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
     method: Literal["tasks/get"] = "tasks/get"
     params: TaskIdParams
+    name_param = "taskId"  # Mcp-Name over HTTP (SEP-2663 routing header)
 
 
 class UpdateTask(types.Request[TaskIdParams, Literal["tasks/update"]]):
     method: Literal["tasks/update"] = "tasks/update"
     params: TaskIdParams
+    name_param = "taskId"  # Mcp-Name over HTTP (SEP-2663 routing header)
 
 
 class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
     params: TaskIdParams
+    name_param = "taskId"  # Mcp-Name over HTTP (SEP-2663 routing header)
 
 
 class TaskResult(types.Request[TaskIdParams, Literal["tasks/result"]]):

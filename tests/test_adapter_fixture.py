@@ -42,6 +42,7 @@ from adapters import (
     RemoteSkill,
     UpstreamCallError,
     UpstreamTimeoutError,
+    UpstreamToolError,
     UpstreamUnavailableError,
     parse_servers_config,
 )
@@ -104,7 +105,7 @@ async def test_tools_are_imported_with_definitions_intact_under_valid_namespaced
         assert catalog.get("old_echo").body() == "Fixture server for the adapter tests. Call echo first."
 
 
-async def test_every_content_type_and_is_error_pass_through_unchanged() -> None:
+async def test_every_content_type_passes_through_unchanged_and_a_failure_is_raised_in_the_upstreams_words() -> None:
     source = source_of({"fx": fixture_stdio()})
     params = StdioServerParameters(command=sys.executable, args=[str(FIXTURE), "stdio"])
     async with running(source) as catalog, Client(params) as direct:
@@ -112,7 +113,6 @@ async def test_every_content_type_and_is_error_pass_through_unchanged() -> None:
         await catalog.refresh([source])
         cases: list[tuple[str, dict[str, Any]]] = [
             ("picture", {}),
-            ("fail", {"message": "nope"}),
             ("add", {"a": 2, "b": 3}),
         ]
         for tool, arguments in cases:
@@ -123,8 +123,13 @@ async def test_every_content_type_and_is_error_pass_through_unchanged() -> None:
             assert not (ours.meta or {}).get("io.modelcontextprotocol/serverInfo")
         picture = await call(catalog, "fx_picture", {})
         assert isinstance(picture.content[0], ImageContent) and picture.content[0].mime_type == "image/png"
-        failed = await call(catalog, "fx_fail", {"message": "nope"})
-        assert failed.is_error and "nope" in text_of(failed)
+        with pytest.raises(UpstreamToolError) as failed:  # isError: a failure like any skill's
+            await call(catalog, "fx_fail", {"message": "nope"})
+        theirs = await direct.call_tool("fail", {"message": "nope"})
+        assert failed.value.message == text_of(theirs) and failed.value.where == "upstream server 'fx'"
+        with pytest.raises(UpstreamToolError) as pictured:
+            await call(catalog, "fx_boom", {"message": "it broke"})
+        assert pictured.value.message == "it broke" and isinstance(pictured.value.content[0], ImageContent)
         assert (await call(catalog, "fx_add", {"a": 2, "b": 3})).structured_content == {"total": 5}
 
 

@@ -122,6 +122,7 @@ async def test_an_agent_calls_several_tools_and_finishes_with_a_structured_resul
     assert [p[0] for p in progress] == [1, 2, 3] and progress[0][1] == 20
     assert any('calc: add {"a": 2, "b": 3}' in line for line in logs)
     assert any(line.startswith("calc: success") for line in logs)
+    assert not any(line.startswith("calc: calc:") for line in logs)  # the agent's name is said once
 
 
 async def test_an_agent_works_with_a_2026_client_whose_model_answers_between_rounds(home: Path, skills: Path) -> None:

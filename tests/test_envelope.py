@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from anyio.streams.text import TextReceiveStream
 from fixtures.adapter_support import fixture_stdio
@@ -78,6 +79,15 @@ def _skills(root: Path) -> Path:
     return root
 
 
+PY_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/weather/stations.py", line 41, in reading\n'
+    "    return READINGS[city]\n"
+    "           ~~~~~~~~^^^^^^\n"
+    "ValueError: no reading for 'Atlantis'"
+)
+"""What a server that puts its traceback into its error text sends."""
+
 DEEP: list[Any] = [1]
 for _ in range(70):  # deeper than the 64 levels arguments may nest
     DEEP = [DEEP]
@@ -111,6 +121,49 @@ async def test_every_kind_of_failure_is_one_envelope_and_the_server_goes_on(tmp_
             declared = tools.get(name) is not None and tools[name].output_schema is not None
             assert (result.structured_content is None) == declared, "structured only where no outputSchema binds it"
             assert (await other.call_tool("adder", {"a": 1})).structured_content == {"sum": 2}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_call_skill_relays_a_failure_as_the_envelope_in_structured_content_and_bound_tools_keep_theirs(
+    tmp_path: Path, mode: str
+) -> None:
+    server = create_server(skill_dirs=[_skills(tmp_path / "skills")], catalogue="on")
+    async with Client(server, mode=mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        invalid = await client.call_tool("call_skill", {"name": "adder", "arguments": {"a": "two"}})
+        deep = await client.call_tool("call_skill", {"name": "json-query", "arguments": {"query": "a", "data": DEEP}})
+        unsearched = await client.call_tool("find_skills", {"limit": 3})
+        unknown = await client.call_tool("read_skill", {"name": "addr"})
+    assert tools["call_skill"].output_schema is None  # so its failures carry the envelope as structured content
+    for result, kind in ((invalid, "invalid_arguments"), (deep, "limit_exceeded")):
+        error = envelope(result)
+        assert error["type"] == kind and result.structured_content == {"error": error}
+    missing = envelope(unsearched)  # find_skills and read_skill declare an outputSchema: the text only
+    assert (missing["type"], missing["where"], unsearched.structured_content) == ("invalid_arguments", "query", None)
+    assert (envelope(unknown)["type"], unknown.structured_content) == ("unknown_tool", None)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_meta_tool_failure_report_fits_its_output_schema_and_carries_the_envelope(
+    home: Path, mode: str
+) -> None:
+    server = create_server(home=home)  # no model provider: create_skill and plan_and_run cannot start
+    async with Client(server, mode=mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        results = {
+            "create_skill": await client.call_tool("create_skill", {"request": "a skill that greets"}),
+            "plan_and_run": await client.call_tool("plan_and_run", {"request": "count the words of a text"}),
+            "register_pipeline": await client.call_tool("register_pipeline", {"yaml": "id: a\nsteps: []\n"}),
+        }
+    for name, result in results.items():
+        error = envelope(result, report=True)
+        report = result.structured_content
+        assert report is not None and report["error"] == error, name
+        jsonschema.validate(report, tools[name].output_schema)  # a strict client accepts it
+    assert envelope(results["create_skill"], report=True)["type"] == "skill_failed"
+    assert results["create_skill"].structured_content["created"] is False  # type: ignore[index]
+    assert "no model provider" in results["plan_and_run"].structured_content["issues"][0]  # type: ignore[index]
+    assert envelope(results["register_pipeline"], report=True)["type"] == "invalid_arguments"
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -182,28 +235,46 @@ async def test_a_failed_pipeline_step_is_named_with_its_line(tmp_path: Path, hom
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_an_upstream_that_is_gone_is_not_connected_and_its_own_errors_pass_through(home: Path, mode: str) -> None:
+async def test_a_failed_imported_tool_is_the_envelope_in_its_own_words_and_a_dead_one_is_not_connected(
+    home: Path, mode: str
+) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "servers.json").write_text(json.dumps({"mcpServers": {"fx": fixture_stdio()}}))
     server = create_server(home=home)
     ready = anyio.Event()
 
     async def on_change(catalog: Catalog) -> None:
-        if "fx_die" in catalog:
+        if "fx_die_loudly" in catalog:
             ready.set()
 
     server.catalog.subscribe(on_change)
     async with server.running(), Client(server, mode=mode) as client:
         with anyio.fail_after(30):
             await ready.wait()
-        theirs = await client.call_tool("fx_fail", {"message": "nope"})
+        pictured = await client.call_tool("fx_boom", {"message": "the station is closed"})
+        boxed = await client.call_tool("fx_boom_rich", {})
+        schema_bound = await client.call_tool("fx_fail", {"message": "nope"})
+        traced = await client.call_tool("fx_fail", {"message": PY_TRACEBACK})
         with anyio.fail_after(10):
-            died = await client.call_tool("fx_die", {})
-    text = theirs.content[0].text
-    assert theirs.is_error and "nope" in text and not text.startswith('{"error"')  # the upstream's own, unchanged
-    error = envelope(died)
-    assert error["type"] == "not_connected" and error["retryable"] is True
-    assert error["where"] == "upstream server 'fx'"
+            died = await client.call_tool("fx_die_loudly", {})
+    said = envelope(pictured)  # no outputSchema: the envelope is the structured content too
+    assert pictured.structured_content == {"error": said}
+    assert (said["type"], said["message"], said["retryable"]) == ("skill_failed", "the station is closed", False)
+    assert said["where"] == "upstream server 'fx'" and "'boom'" in said["hint"]
+    assert [c.type for c in pictured.content] == ["text", "image"]  # the upstream's other content follows
+    plain = envelope(boxed)  # a rich traceback in ANSI colours: its exception line and its place
+    assert plain["message"] == "LookupError: no station for Atlantis"
+    assert plain["where"] == "upstream server 'fx': server.py:213 in call_tool"
+    assert not any(mark in boxed.content[0].text for mark in ("\x1b", "\u2502", "\u2771", "\u256d"))
+    bound = envelope(schema_bound)  # an outputSchema: the envelope travels as the text only
+    assert schema_bound.structured_content is None and bound["message"] == "Error executing tool fail: nope"
+    python = envelope(traced)  # a Python traceback after words of the server's own: no frames, the place kept
+    assert python["message"] == "Error executing tool fail: ValueError: no reading for 'Atlantis'"
+    assert python["where"] == "upstream server 'fx': stations.py:41 in reading"
+    gone = envelope(died)
+    assert (gone["type"], gone["retryable"], gone["where"]) == ("not_connected", True, "upstream server 'fx'")
+    assert "LookupError: no station for Atlantis (at server.py:213 in call_tool)" in gone["message"]
+    assert not any(mark in died.content[0].text for mark in ("\x1b", "\u2502", "\u2771", "\u256d"))
 
 
 async def test_over_stdio_failures_are_envelopes_and_a_deep_raw_payload_is_refused_cleanly(

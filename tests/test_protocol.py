@@ -36,7 +36,7 @@ def _chatty(parent: Path) -> Path:
         impl="""
         async def main(ctx):
             await ctx.log("debug", "a detail")
-            await ctx.info("an info")
+            await ctx.info("chatty: an info")
             await ctx.warning("a warning")
             await ctx.log("error", "an error")
             return {"ok": True}
@@ -52,10 +52,14 @@ async def test_an_unknown_prompt_is_invalid_params_with_the_message_and_the_serv
     async with Client(create_server(skill_dirs=[tmp_path / "skills"]), mode=mode) as client:
         with pytest.raises(MCPError) as caught:
             await client.get_prompt("style-giude")
+        with pytest.raises(MCPError) as nothing_close:
+            await client.get_prompt("quarterly-numbers")
         prompt = await client.get_prompt("style-guide", {"task": "a memo"})
     assert caught.value.error.code == INVALID_PARAMS
     assert "no prompt named 'style-giude'" in caught.value.error.message
     assert "did you mean 'style-guide'" in caught.value.error.message
+    assert "prompts/list" in nothing_close.value.error.message  # where prompts are listed, not the tools
+    assert "tool" not in nothing_close.value.error.message
     assert "Write short sentences" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
 
@@ -106,6 +110,7 @@ async def test_logging_is_declared_and_set_level_filters_per_session(tmp_path: P
         await first.call_tool("chatty", {})
     levels = [entry.level for entry in quiet]
     assert levels == ["warning", "error", "debug", "info", "warning", "error"]
+    assert (loud[1].logger, loud[1].data) == ("chatty", "an info")  # the logger's name is said once
     assert [entry.level for entry in loud] == ["debug", "info", "warning", "error"]  # its own level: all
 
 

@@ -116,6 +116,8 @@ async def test_directory_read_lists_direct_children_and_refuses_what_is_not_a_di
     }
     assert [r["uri"] for r in assets["resources"]] == ["skill://pdf/assets/font.ttf"]  # .env.example is hidden
     assert refused == [-32602] * 4
+    # cacheable like every listing of the 2026-07-28 era (the Inspector refuses the result without)
+    assert root["ttlMs"] > 0 and root["cacheScope"] in ("private", "public")
 
 
 async def test_handshake_era_clients_keep_tools_prompts_and_resources(repo: Path) -> None:
@@ -123,8 +125,9 @@ async def test_handshake_era_clients_keep_tools_prompts_and_resources(repo: Path
     async with Client(server, mode="legacy") as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         prompts = {p.name for p in (await client.list_prompts()).prompts}
-        resources = {str(r.uri) for r in (await client.list_resources()).resources}
-    assert "pdf" in tools and "pdf" in prompts and "skill://pdf/SKILL.md" in resources
+        resources = {str(r.uri): r.name for r in (await client.list_resources()).resources}
+    assert "pdf" in tools and "pdf" in prompts
+    assert resources["skill://pdf/SKILL.md"] == "pdf"  # named as its frontmatter (SEP-2640)
 
 
 async def test_fastmcp_client_lists_and_gets_skills_over_stdio(repo: Path, home: Path) -> None:

@@ -141,6 +141,26 @@ async def test_a_task_cancelled_mid_run_stops_at_once_and_its_run_resumes_later(
     assert again in ([], [before[-1]]) and all(after.count(m) <= 2 for m in again)
 
 
+async def test_tasks_result_of_a_cancelled_core_task_is_the_cancelled_envelope(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    (home / "pipelines").mkdir(parents=True, exist_ok=True)
+    (home / "pipelines" / "long.yaml").write_text(LONG)
+    log = tmp_path / "marks.log"
+    server = create_server(home=home, skill_dirs=[skills])
+    async with _client(server, mode="legacy", tasks=False) as client:
+        answer = await start_core(client, "long", {"log": str(log), "count": 8})
+        task_id = answer["task"]["taskId"]
+        await drive(client, task_id, until=lambda s: len(_marks(log)) >= 1)
+        await cancel(client, task_id)
+        with anyio.fail_after(30):
+            stopped = await result(client, task_id)  # a result, not a JSON-RPC error
+    assert stopped.is_error
+    error = json.loads(stopped.content[0].text)["error"]  # type: ignore[union-attr]
+    assert (error["type"], error["retryable"]) == ("cancelled", True)
+    assert "orchestrator runs resume" in error["hint"] and "'long'" in error["message"]
+
+
 async def test_an_agent_task_answers_fifteen_sampling_requests_in_one_task(
     home: Path, skills: Path, tmp_path: Path
 ) -> None:

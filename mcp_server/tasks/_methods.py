@@ -3,11 +3,17 @@
 2026-07-28 (the tasks extension, SEP-2663): `tasks/get` (status; the result, the error or the
 outstanding `inputRequests` inlined), `tasks/update` (answers to `inputRequests`), `tasks/cancel`
 (acknowledged empty). A client that did not declare the extension on the request gets -32021.
+`tasks/result` and `tasks/list` do not exist in this era: -32601 before anything else is looked
+at (extension, task id, headers). Over HTTP, `tasks/get`, `tasks/update` and `tasks/cancel` carry
+the task id in the `Mcp-Name` header too (SEP-2663 "Routing Headers", so that a load balancer can
+route by it); a different header is -32020 (HeaderMismatch), as the SDK answers a `tools/call`
+whose `Mcp-Name` is not its tool (a missing one is tolerated: see `_check_routing_header`).
 
 2025-11-25 (core tasks, SEP-1686): `tasks/get`, `tasks/result` (blocks until the task ends;
 meanwhile the task's sampling requests are sent to the client on that request's stream, with
-the `related-task` metadata), `tasks/list` (the requester's tasks), `tasks/cancel` (the
-cancelled task; a finished task is -32602).
+the `related-task` metadata; a cancelled task's result is the `cancelled` error envelope),
+`tasks/list` (the requester's tasks), `tasks/cancel` (the cancelled task; a finished task is
+-32602).
 
 One handler per method serves both eras (the SDK keeps one handler per method name). An unknown
 task, and a task of another identity, are the same -32602: a task's existence is not disclosed.
@@ -20,9 +26,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
+    HEADER_MISMATCH,
     INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     CreateMessageRequest,
     CreateMessageResult,
     CreateMessageResultWithTools,
@@ -33,6 +42,9 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
+from skills import SkillCancelledError
+
+from .._results import error_result
 from ._calls import seen_tasks
 from ._execution import first_of
 from .store import TaskRecord
@@ -120,6 +132,7 @@ class _Methods:
             from mcp.server.mcpserver.server import require_client_extension
 
             require_client_extension(ctx, TASKS_EXTENSION)
+            _check_routing_header(ctx, params)
         if not params.task_id:
             raise MCPError(code=INVALID_PARAMS, message="taskId is required")
         record = await self.service.find(params.task_id, SimpleNamespace(request_context=ctx))
@@ -156,7 +169,7 @@ class _Methods:
 
     async def list(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            raise MCPError(code=-32601, message="Method not found", data="tasks/list")
+            raise _removed("tasks/list")
         requester = SimpleNamespace(request_context=ctx)
         from ._calls import identity_of
 
@@ -173,10 +186,15 @@ class _Methods:
             out["nextCursor"] = str(start + _LIST_PAGE)
         return out
 
+    def _output_schema(self, tool: str) -> dict[str, Any] | None:
+        """The tool's outputSchema, which a failure's structured content must not break."""
+        target = self.service.targets(tool) if self.service.targets is not None else None
+        return getattr(target, "output_schema", None)
+
     async def result(self, ctx: Any, params: TaskParams) -> dict[str, Any]:
-        record, modern = await self._task(ctx, params)
-        if modern:
-            raise MCPError(code=-32601, message="Method not found", data="tasks/result")
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            raise _removed("tasks/result")  # whatever the id: the method is not there to look it up
+        record, _ = await self._task(ctx, params)
         execution = self.service.execution(record.task_id)
         while execution is not None and not execution.finished.is_set():
             asked = execution.inbox.next_request() if execution.inbox is not None else None
@@ -195,8 +213,40 @@ class _Methods:
         related = {RELATED_TASK: {"taskId": record.task_id}}
         if record.result is not None:
             return {**record.result, "_meta": {**(record.result.get("_meta") or {}), **related}}
+        if record.status == "cancelled":  # the client still gets a result: the call's `cancelled` envelope
+            return {**_cancelled(record, self._output_schema(record.tool)), "_meta": related}
         error = record.error or {"code": -32603, "message": record.status_message or f"task {record.status}"}
         raise MCPError(code=int(error.get("code", -32603)), message=str(error.get("message")), data=error.get("data"))
+
+
+def _removed(method: str) -> MCPError:
+    """A task method the 2026-07-28 tasks extension removed (SEP-2663)."""
+    return MCPError(code=METHOD_NOT_FOUND, message=f"Method not found: {method}", data=method)
+
+
+def _check_routing_header(ctx: Any, params: TaskParams) -> None:
+    """Over HTTP, an `Mcp-Name` header must name the task the body names (SEP-2663): a proxy
+    routed the request by it, so a different one means the client disagrees with itself. A
+    request without the header is served: clients in the field (fastmcp 4.1) send none, and
+    nothing was routed by a header that is not there."""
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    given = headers.get(MCP_NAME_HEADER) if headers is not None else None
+    if given is not None and decode_header_value(given) != params.task_id:
+        raise MCPError(
+            code=HEADER_MISMATCH,
+            message=f"the Mcp-Name header does not match the request body's taskId; {ctx.method} must carry "
+            "Mcp-Name: <taskId> (SEP-2663)",
+        )
+
+
+def _cancelled(record: TaskRecord, output_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The result of a cancelled task: the `cancelled` error envelope, naming the run that resumes it."""
+    resume = f"`orchestrator runs resume {record.run_id}` continues its run" if record.run_id else "call it again"
+    why = (record.status_message or "cancelled").split(";")[0]
+    error = SkillCancelledError(f"the task of '{record.tool}' stopped before it finished: {why}", hint=resume)
+    result = error_result(error, output_schema=output_schema)
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 async def _ask_client(ctx: Any, execution: Execution, task_id: str) -> None:

@@ -20,16 +20,26 @@ Every failed tool call reaches the client as one envelope, `{"error": {"type", "
 "hint", "retryable", "where"}}` (SPEC 7), built by `error_envelope`. The type and the retry
 advice of an error are the class attributes `error_type` and `retryable` above: this tree is
 the one place that maps errors to envelope types, so a new error gets the right type by
-subclassing the right class. Anything that is not a `SkillsError` is `internal`.
+subclassing the right class. Anything that is not a `SkillsError` is `internal`. The envelope
+is open: a result may carry more keys beside `error` (a run's `usage`, its `run_id`), never
+inside it.
+
+Envelope text is plain: `error_envelope` drops terminal escapes and control characters from
+every field, and `plain_text` reduces what another program wrote (an upstream server's error,
+a child's stderr: rich traceback boxes, ANSI colours, Python tracebacks) to its meaningful
+lines and the place the failure happened.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict, cast, get_args
 
 __all__ = [
+    "ERROR_BODY_SCHEMA",
     "ERROR_ENVELOPE_SCHEMA",
     "ERROR_TYPES",
     "ArgumentsError",
@@ -40,6 +50,7 @@ __all__ = [
     "LimitExceededError",
     "NotConnectedError",
     "OutputError",
+    "PlainText",
     "Problem",
     "SkillCancelledError",
     "SkillRunError",
@@ -48,6 +59,8 @@ __all__ = [
     "UnknownSkillError",
     "clip",
     "error_envelope",
+    "plain",
+    "plain_text",
 ]
 
 ErrorType = Literal[
@@ -113,6 +126,9 @@ class SkillsError(Exception):
     """What the failed work leaves for its caller beside the error: a run's id, outputs, summary
     and usage (money spent before the failure is still spent). `error_envelope` puts it at the
     envelope's top level, next to `error`."""
+    content: Sequence[Any] = ()
+    """Content items that came with the failure (an imported tool's images or resources, as
+    MCP content blocks): a client gets them after the envelope."""
 
     def __init__(self, message: str, *, hint: str = "", where: str = "") -> None:
         super().__init__(message)
@@ -222,7 +238,8 @@ class ErrorBody(TypedDict):
 
 
 class ErrorEnvelope(TypedDict):
-    """`{"error": {...}}`: what every failed tool call carries, as text and structured content."""
+    """`{"error": {...}}`: what every failed tool call carries, as text and structured content
+    (a result may add keys beside `error`: see `ERROR_ENVELOPE_SCHEMA`)."""
 
     error: ErrorBody
 
@@ -252,10 +269,10 @@ def error_envelope(
         again = False
     body: ErrorBody = {
         "type": error_type or kind,
-        "message": clip(message, MESSAGE_MAX),
-        "hint": clip(hint, MESSAGE_MAX),
+        "message": clip(plain(message), MESSAGE_MAX),
+        "hint": clip(plain(hint), MESSAGE_MAX),
         "retryable": again if retryable is None else retryable,
-        "where": clip(where, MESSAGE_MAX),
+        "where": clip(plain(where), MESSAGE_MAX),
     }
     attached = error.attached if isinstance(error, SkillsError) else None
     if attached:  # a run's outputs, summary and usage travel with its failure (see `attached`)
@@ -277,8 +294,113 @@ ERROR_ENVELOPE_SCHEMA: dict[str, Any] = {
                 "where": {"type": "string"},
             },
             "required": ["type", "message", "hint", "retryable", "where"],
+            "additionalProperties": False,
         }
     },
     "required": ["error"],
+    "additionalProperties": True,
 }
-"""JSON Schema of `ErrorEnvelope` (for documentation and tests)."""
+"""JSON Schema of `ErrorEnvelope` (for documentation and tests): the body has exactly its five
+keys; beside `error`, a result may carry more (a failed run's `usage`, `run_id`, `outputs`)."""
+
+ERROR_BODY_SCHEMA: dict[str, Any] = ERROR_ENVELOPE_SCHEMA["properties"]["error"]
+"""JSON Schema of `ErrorBody`: a meta tool's output schema declares it as its optional `error`
+property, so that its failure report carries the envelope's body in structured content too."""
+
+
+# -- plain text ----------------------------------------------------------------------------------
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # two-character escapes
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_BOX = re.compile(r"^[\s\u2500-\u259f\u2771\u276f\u2770]*$")
+"""A line made only of box drawing (rich's panel borders, rules), block elements or rich's ❱ marker."""
+_IN_BOX = re.compile(r"^\s*[\u2500-\u257f]")
+_PY_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
+_RICH_FRAME = re.compile(r"(?P<file>[^\s\u2500-\u257f\u2771:]+\.\w+):(?P<line>\d+) in (?P<func>[\w.<>]+)")
+_CHAINED = (
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+    "Traceback (most recent call last)",
+    "Exception Group Traceback (most recent call last)",
+)
+
+
+def plain(text: str) -> str:
+    """`text` without terminal escapes (colours, cursor moves) and control characters; a carriage
+    return keeps what was drawn last on its line (a progress bar's final state)."""
+    if "\x1b" in text or "\x9b" in text:
+        text = _ESCAPES.sub("", text)
+    if "\r" in text:
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n"))
+    return _CONTROLS.sub("", text) if _CONTROLS.search(text) else text
+
+
+@dataclass(frozen=True, slots=True)
+class PlainText:
+    """Text from another program reduced to what a person reads (`plain_text`)."""
+
+    lines: tuple[str, ...]
+    """The meaningful lines, in order: no escapes, no box drawing, no traceback frames, no blank lines."""
+    where: str = ""
+    """The innermost place of a traceback (`file.py:213 in func`), or ""."""
+    traceback: bool = False
+    """Whether the text held a traceback (Python's or rich's boxed one)."""
+
+    @property
+    def message(self) -> str:
+        """The text as one message: with a traceback, its first line and the exception's line
+        (the last one); otherwise every meaningful line (the program's own words)."""
+        if not self.traceback or len(self.lines) < 2:
+            return "\n".join(self.lines)
+        first, last = self.lines[0], self.lines[-1]
+        return f"{first} {last}" if first.endswith(":") else f"{first}: {last}"
+
+    def joined(self, sep: str = " | ") -> str:
+        """Every meaningful line on one line, and the place of the failure when there was one."""
+        text = sep.join(self.lines)
+        return f"{text} (at {self.where})" if self.where else text
+
+
+def plain_text(text: str) -> PlainText:
+    """What another program wrote (an upstream's error text, a child's stderr), as plain lines:
+    terminal escapes removed, rich's traceback boxes and Python's traceback frames dropped, the
+    innermost frame kept as `where`."""
+    lines: list[str] = []
+    where = ""
+    traceback = False
+    in_traceback = False
+    for raw in plain(text).split("\n"):
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if _BOX.match(line) or _IN_BOX.match(line):  # rich's boxed traceback (and any other box)
+            found = _RICH_FRAME.search(line)
+            if found:
+                traceback = True
+                where = _place(found["file"], found["line"], found["func"])
+            continue
+        head = line.lstrip(" +|")
+        marker = next((m for m in _CHAINED if m in head), None)
+        if marker is not None:  # a traceback starts (maybe after words of its own: "Error ...: Traceback")
+            traceback = in_traceback = True
+            before = head[: head.index(marker)].strip().rstrip(":").strip()
+            if before:
+                lines.append(before)
+            continue
+        if in_traceback and line[:1].isspace():  # a frame and its source line, or a caret line
+            found = _PY_FRAME.match(line)
+            if found:
+                where = _place(found["file"], found["line"], found["func"])
+            continue
+        in_traceback = False
+        lines.append(line.strip())
+    return PlainText(tuple(lines), where, traceback)
+
+
+def _place(file: str, line: str, func: str | None) -> str:
+    name = file.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{name}:{line}" + (f" in {func}" if func else "")

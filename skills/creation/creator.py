@@ -173,7 +173,7 @@ class _Job:
     async def enter(self, stage: Stage, number: int, message: str) -> None:
         self.result.stage = stage
         await self.ctx.progress(number, _STAGES, f"{stage}: {message}")
-        await self.ctx.info(f"create_skill {stage}: {message}")
+        await self.ctx.info(f"{stage}: {message}")  # the client sees it from the logger create_skill
 
     async def run(
         self, work: Path, given_tests: list[TestCase], also_refresh: Callable[[], Awaitable[None]] | None
