@@ -68,7 +68,8 @@ class PgRunStore(RunStore):
                 f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source, needs)"
                 " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
                 " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL, paused=0,"
-                " result=NULL, error=NULL, failed_step=NULL, owner_host=EXCLUDED.owner_host,"
+                " result=NULL, error=NULL, failed_step=NULL, envelope=NULL, progress=NULL,"
+                " owner_host=EXCLUDED.owner_host,"
                 " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
                 " owner_started=EXCLUDED.owner_started, heartbeat=EXCLUDED.heartbeat,"
                 " source=COALESCE(EXCLUDED.source, orchestrator_runs.source),"
@@ -237,6 +238,7 @@ class PgRunStore(RunStore):
             conn.execute(f"DELETE FROM {table} WHERE thread_id = ANY(?)", (threads,))
         conn.execute("DELETE FROM orchestrator_items WHERE run_id = ANY(?)", (threads + runs,))
         conn.execute("DELETE FROM orchestrator_agent_spend WHERE run_id = ANY(?)", (runs,))
+        conn.execute("DELETE FROM orchestrator_steps WHERE run_id = ANY(?)", (runs,))
         conn.execute("DELETE FROM orchestrator_runs WHERE run_id = ANY(?)", (runs,))
 
     def _bytes(self) -> int:
@@ -254,7 +256,7 @@ def _live_workers(conn: Connection, run_id: str) -> dict[str, int]:
 
 
 def _size(conn: Connection) -> int:
-    tables = ("orchestrator_runs", "orchestrator_items", *_CHECKPOINT_TABLES)
+    tables = ("orchestrator_runs", "orchestrator_steps", "orchestrator_items", *_CHECKPOINT_TABLES)
     row = conn.execute(
         "SELECT COALESCE(sum(pg_total_relation_size(t::regclass)), 0) FROM unnest(?::text[]) AS t", (list(tables),)
     ).fetchone()

@@ -18,7 +18,7 @@ import json
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Collection, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,12 +30,15 @@ from ._statedb import is_corrupt, set_aside
 __all__ = [
     "LOCAL",
     "PAUSED_UNTIL",
+    "RUN_HANDLE_COLUMNS",
     "RUN_TIMING_COLUMNS",
     "STARTED_BY_KEY",
     "PruneReport",
     "RunRecord",
     "RunStatus",
     "RunStore",
+    "StepRecord",
+    "StepStatus",
     "may_see",
 ]
 
@@ -56,6 +59,10 @@ STARTED_BY_KEY = "started_by"
 """`ctx.extras` key: the identity a run started under this context belongs to (the MCP face puts
 the caller's there; absent, the run is `LOCAL`'s)."""
 
+StepStatus = Literal["running", "succeeded", "failed", "skipped", "cancelled", "stopped", "interrupted", "waiting"]
+"""A step's status: `skipped` when its `condition:` was false; a step under way when its run
+ended takes the run's end (`cancelled`, `stopped`; `failed` for a failure elsewhere);
+`interrupted` is read for a `running` step of a run whose process is gone."""
 T = TypeVar("T")
 PAUSED_UNTIL = (
     "COALESCE(paused, 0) + CASE WHEN COALESCE(ended, heartbeat) IS NULL OR COALESCE(ended, heartbeat) > ? THEN 0"
@@ -81,6 +88,37 @@ CREATE TABLE IF NOT EXISTS orchestrator_runs (
     artifacts TEXT
 )
 """
+STEPS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS orchestrator_steps (
+    run_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    parent TEXT,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started REAL,
+    ended REAL,
+    usage TEXT,
+    error TEXT,
+    inputs TEXT,
+    outputs TEXT,
+    PRIMARY KEY (run_id, path)
+)
+"""
+"""One row per step (and loop item) of a run (`_steplog`)."""
+_STEP_COLUMNS = (
+    "path",
+    "step_id",
+    "parent",
+    "kind",
+    "status",
+    "started",
+    "ended",
+    "usage",
+    "error",
+    "inputs",
+    "outputs",
+)
 _OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTEGER", "owner_started": "INTEGER"}
 RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL", "started_by": "TEXT", "asking": "TEXT", "answers": "TEXT"}
 """Columns added since the first version (which process runs a run, whose run it is, the question
@@ -89,13 +127,16 @@ RUN_TIMING_COLUMNS = {"paused": "REAL"}
 """Seconds the run spent not running between `started` and `ended` (stopped, failed or
 interrupted before a resume, waiting at a step-through gate, queued for a worker): its
 duration is the rest (`RunRecord.duration`)."""
+RUN_HANDLE_COLUMNS = {"kind": "TEXT", "envelope": "TEXT", "progress": "TEXT"}
+"""What kind of run (`pipeline`, or `tool`: a long tool call followed by a run handle), the error
+envelope of its failure, and its latest progress (read by `get_run`, written apart from the row)."""
 _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
     "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by, paused"
 )
 RUN_COLUMNS = _COLUMNS
 """The columns of a run's row, in order (the PostgreSQL store writes the same rows)."""
-_READ = _COLUMNS + ", asking"
+_READ = _COLUMNS + ", asking, kind, envelope, progress"
 
 
 @dataclass(frozen=True)
@@ -121,6 +162,14 @@ class RunRecord:
     """A `waiting` run's question: `step`, `key`, `question`, `schema` (None otherwise)."""
     paused: float = 0.0
     """Seconds between `started` and `ended` during which it did not run (`RUN_TIMING_COLUMNS`)."""
+    kind: str = "pipeline"
+    """`pipeline`, or `tool`: a long call of another tool (an agent, `create_skill`...) run
+    under a run id so that a run handle can follow it; `pipeline` names the tool then."""
+    envelope: dict[str, Any] | None = None
+    """The error envelope (`{"error": {"type", "message", "hint", "retryable", "where"}}`) of a
+    run that did not succeed, as a direct call would have answered it."""
+    progress: dict[str, Any] | None = None
+    """The latest progress reported: `{"progress", "total", "message"}` (None: none yet)."""
 
     @property
     def usage(self) -> dict[str, Any] | None:
@@ -135,6 +184,44 @@ class RunRecord:
     def duration(self) -> float | None:
         """Seconds it actually ran (None while it has not ended): its span without the pauses."""
         return None if self.ended is None else max(self.ended - self.started - self.paused, 0.0)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of a run (or one item of a single-skill loop) as recorded (`RunStore.steps`)."""
+
+    path: str
+    """Where it is in the run: `fetch`, `pages[3]/fetch` (a step of a loop's item), `pages[3]`
+    (an item of a loop whose body is one skill call). Unique within the run."""
+    step_id: str
+    """The step's `id` in the pipeline (the loop's id for an item)."""
+    parent: str | None
+    """The path of the enclosing step (a loop, an `if`, a group); None at the top level."""
+    kind: str
+    """`skill`, `agent`, `for`, `while`, `if`, `group`, or `item` (a loop item)."""
+    status: StepStatus
+    started: float | None
+    """Unix time."""
+    ended: float | None
+    usage: dict[str, Any] | None
+    """`{input_tokens, output_tokens, total_tokens, cost_usd, calls}` of its model calls (a loop
+    or group: of its inner steps); None when it called no model."""
+    error: dict[str, Any] | None
+    """The error envelope of its failure: `{"error": {"type", "message", "hint", "retryable", "where"}}`."""
+    inputs: Any
+    """Its rendered parameters (a loop item: the item), bounded: a value over
+    `_steplog.VALUE_BYTES` of JSON reads `{"truncated": true, "bytes": N, "preview": "..."}`."""
+    outputs: Any
+    """Its output, bounded as `inputs`."""
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end (None while it runs)."""
+        return None if self.started is None or self.ended is None else self.ended - self.started
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, `duration` included."""
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "duration": self.duration}
 
 
 @dataclass
@@ -166,8 +253,9 @@ class RunStore:
             with conn:
                 if not self._migrated:
                     conn.execute(RUNS_SCHEMA)
+                    conn.execute(STEPS_SCHEMA)
                     have = {row[1] for row in conn.execute("PRAGMA table_info(orchestrator_runs)")}
-                    for name, kind in (RUN_OWNER_COLUMNS | RUN_TIMING_COLUMNS).items():
+                    for name, kind in (RUN_OWNER_COLUMNS | RUN_TIMING_COLUMNS | RUN_HANDLE_COLUMNS).items():
                         if name not in have:  # a database of an older version: add the owner columns
                             conn.execute(f"ALTER TABLE orchestrator_runs ADD COLUMN {name} {kind}")
                     self._migrated = True
@@ -258,20 +346,56 @@ class RunStore:
         result: dict[str, Any] | None = None,
         error: str | None = None,
         failed_step: str | None = None,
+        envelope: Mapping[str, Any] | None = None,
     ) -> None:
+        """Record how a run ended (`envelope`: the error envelope a direct call answered with)."""
         self._do(
             lambda conn: conn.execute(
-                "UPDATE orchestrator_runs SET status=?, ended=?, result=?, error=?, failed_step=? WHERE run_id=?",
+                "UPDATE orchestrator_runs SET status=?, ended=?, result=?, error=?, failed_step=?, envelope=?"
+                " WHERE run_id=?",
                 (
                     status,
                     time.time(),
                     None if result is None else json.dumps(result, default=str),
                     error,
                     failed_step,
+                    None if envelope is None else json.dumps(envelope, default=str),
                     run_id,
                 ),
             )
         )
+
+    def put_steps(self, run_id: str, rows: list[dict[str, Any]], progress: dict[str, Any] | None = None) -> None:
+        """Write step records (`_steplog`): a whole row (a step that began) replaces the step's
+        record, a partial one (a step that ended) updates the columns it has; `progress`, the
+        run's latest progress. One transaction."""
+
+        def write(conn: Any) -> None:
+            for row in rows:
+                if "step_id" in row:
+                    names = ", ".join(_STEP_COLUMNS)
+                    updates = ", ".join(f"{c}=excluded.{c}" for c in _STEP_COLUMNS if c != "path")
+                    conn.execute(
+                        f"INSERT INTO orchestrator_steps (run_id, {names}) VALUES (?{', ?' * len(_STEP_COLUMNS)})"
+                        f" ON CONFLICT (run_id, path) DO UPDATE SET {updates}",
+                        (run_id, *(row.get(c) for c in _STEP_COLUMNS)),
+                    )
+                else:
+                    changed = [c for c in _STEP_COLUMNS if c in row and c != "path"]
+                    if changed:
+                        conn.execute(
+                            f"UPDATE orchestrator_steps SET {', '.join(f'{c}=?' for c in changed)}"
+                            " WHERE run_id=? AND path=?",
+                            (*(row[c] for c in changed), run_id, row["path"]),
+                        )
+            if progress is not None:
+                conn.execute("UPDATE orchestrator_runs SET progress=? WHERE run_id=?", (json.dumps(progress), run_id))
+
+        self._do(write)
+
+    def set_kind(self, run_id: str, kind: str) -> None:
+        """Say what kind of run a recorded run is (`tool`: a long call followed by a run handle)."""
+        self._do(lambda conn: conn.execute("UPDATE orchestrator_runs SET kind=? WHERE run_id=?", (kind, run_id)))
 
     def wait(self, run_id: str, asking: dict[str, Any]) -> None:
         """The run waits for the person's answer to `asking` (its checkpoints stay for the resume)."""
@@ -331,6 +455,31 @@ class RunStore:
             lambda conn: conn.execute(f"SELECT {_READ} FROM orchestrator_runs WHERE run_id=?", (run_id,)).fetchone()
         )
         return None if row is None else _record(row)
+
+    def steps(self, run_id: str) -> list[StepRecord]:
+        """The recorded steps of a run, in the order they started (empty: none yet, or no such run).
+
+        This is the read API of the run viewer, `get_run` and `runs show`: each `StepRecord` has
+        the step's `path` in the run (`fetch`, `pages[3]/fetch`, `pages[3]`), its `parent` path,
+        `kind`, `status`, `started`/`ended` (Unix time) and `duration`, `usage`, the `error`
+        envelope of a failure, and its bounded `inputs` and `outputs`. The records of a run in
+        progress are at most `_steplog.FLUSH_EVERY` seconds behind it. A step of a run whose
+        process is gone reads `interrupted` while its record says `running`. Callers check
+        `may_see` on the run first: this method does not know who asks.
+        """
+        rows = self._do(
+            lambda conn: conn.execute(
+                f"SELECT {', '.join(_STEP_COLUMNS)} FROM orchestrator_steps WHERE run_id=? ORDER BY started, path",
+                (run_id,),
+            ).fetchall()
+        )
+        steps = [_step(tuple(r)) for r in rows]
+        if any(s.status == "running" for s in steps):
+            run = self.get(run_id)
+            if run is not None and run.status not in ("running", "queued", "waiting"):
+                gone: StepStatus = "interrupted" if run.status == "interrupted" else "failed"
+                steps = [replace(s, status=gone) if s.status == "running" else s for s in steps]
+        return steps
 
     def list(
         self,
@@ -429,12 +578,14 @@ def _delete(conn: sqlite3.Connection, threads: list[str], runs: list[str]) -> No
         conn.execute("DELETE FROM writes WHERE thread_id=?", (thread,))
     for run_id in runs:
         conn.execute("DELETE FROM orchestrator_runs WHERE run_id=?", (run_id,))
+        conn.execute("DELETE FROM orchestrator_steps WHERE run_id=?", (run_id,))
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row[:11]
     host, boot, pid, pstart, heartbeat, started_by, paused = row[11:18]
     asking = json.loads(row[18]) if len(row) > 18 and row[18] and status == "waiting" else None
+    kind, envelope, progress = row[19:22] if len(row) > 21 else (None, None, None)
     record = RunRecord(
         run_id=run_id,
         pipeline=pipeline,
@@ -451,7 +602,27 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         started_by=started_by,
         asking=asking,
         paused=float(paused or 0.0),
+        kind=kind or "pipeline",
+        envelope=None if envelope is None else json.loads(envelope),
+        progress=None if progress is None else json.loads(progress),
     )
     if status == "running" and not owner_alive(host, boot, pid, pstart, heartbeat):
         return replace(record, status="interrupted", error="its process ended without recording how the run ended")
     return record
+
+
+def _step(row: tuple[Any, ...]) -> StepRecord:
+    path, step_id, parent, kind, status, started, ended, usage, error, inputs, outputs = row
+    return StepRecord(
+        path=path,
+        step_id=step_id,
+        parent=parent,
+        kind=kind,
+        status=status,
+        started=started,
+        ended=ended,
+        usage=None if usage is None else json.loads(usage),
+        error=None if error is None else json.loads(error),
+        inputs=None if inputs is None else json.loads(inputs),
+        outputs=None if outputs is None else json.loads(outputs),
+    )

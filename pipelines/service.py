@@ -15,7 +15,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Callable, Collection
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -23,15 +23,16 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 
-from skills import Catalog, Home, SkillContext, SkillRunError, SkillsError
-from skills.core.errors import clip
+from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunError, SkillsError
+from skills.core.errors import clip, error_envelope
 
 from ._checkpoints import saver as checkpoint_saver
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
+from ._steplog import StepLog
 from ._summary import run_summary_in
 from .asking import ANSWERS_KEY, RunWaiting, waiting_result
-from .errors import Issue, PipelineError, RunPartial, RunStopped, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunCancelled, RunPartial, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
@@ -118,6 +119,9 @@ class PipelineService:
         self._saver_stack: AsyncExitStack | None = None
         self._saver_users = 0
         self._saver_lock = anyio.Lock()
+        self.live: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
+        """Runs of this process (driven here, or waited for on a worker): their cancel scope, and
+        an event set once they ended and their record says so (`cancel_here`, `wait_here`)."""
 
     models: Callable[[], Collection[str]] | None = None
     """The model roles and ids the server knows; set with `use_models` (pipelines cannot import adapters)."""
@@ -238,7 +242,7 @@ class PipelineService:
             needs = await anyio.to_thread.run_sync(self._needs, skill.spec)
             start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner, needs=needs)
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
-            return await self._through_queue(skill.name, run_id, ctx, resume=False)
+            return await self._here(run_id, self._through_queue(skill.name, run_id, ctx, resume=False))
         start = functools.partial(self.store.start, started_by=owner)
         await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self.drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
@@ -293,6 +297,9 @@ class PipelineService:
         record = await self._store(self.store.get, run_id)
         if record is None or (viewer is not None and not may_see(record, viewer)):
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
+        if record.kind == "tool":  # a long call followed by a run handle: no checkpoints to resume from
+            what = f"run {run_id} is a call of '{record.pipeline}', not a pipeline run"
+            raise PipelineError(what, hint="call it again")
         if record.status == "succeeded":
             raise PipelineError(f"run {run_id} already succeeded", hint="start a new run instead")
         if record.status == "running":
@@ -303,7 +310,7 @@ class PipelineService:
         if self._queued(ctx, gate):
             needs = await anyio.to_thread.run_sync(self._needs_of_run, run_id)
             await self._store(self._shared.queue, run_id, needs)
-            return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
+            return await self._here(run_id, self._through_queue(record.pipeline, run_id, ctx, resume=True))
         skill = self._skill_of(record)
         await self._store(self.store.resumed, run_id)
         return await self.drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
@@ -342,10 +349,58 @@ class PipelineService:
             )
         if self._queued(ctx, None):
             await self._store(self._shared.queue, run_id)
-            return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
+            return await self._here(run_id, self._through_queue(record.pipeline, run_id, ctx, resume=True))
         return await self.drive(self._skill_of(record), record.inputs, ctx, run_id, resume=True)
 
+    async def _here(self, run_id: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        """Await `work` (a run, or the wait for a worker's run) as `run_id` of this process:
+        `cancel_here` stops it, `wait_here` waits for its end (after its record says how it ended)."""
+        scope, ended = anyio.CancelScope(), anyio.Event()
+        self.live[run_id] = (scope, ended)
+        try:
+            with scope:
+                return await work
+            raise SkillCancelledError(
+                f"run {run_id} was cancelled",
+                hint=f"`orchestrator runs resume {run_id}` continues it (finished steps are kept)",
+            )
+        finally:
+            self.live.pop(run_id, None)
+            ended.set()
+
+    def cancel_here(self, run_id: str) -> bool:
+        """Cancel a run this process runs (or waits for on a worker); False when it runs elsewhere."""
+        here = self.live.get(run_id)
+        if here is None:
+            return False
+        here[0].cancel()
+        return True
+
+    async def wait_here(self, run_id: str, seconds: float) -> bool:
+        """Wait up to `seconds` for a run of this process to end; False when it runs elsewhere."""
+        here = self.live.get(run_id)
+        if here is None:
+            return False
+        with anyio.move_on_after(seconds):
+            await here[1].wait()
+        return True
+
     async def drive(
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        run_id: str,
+        *,
+        resume: bool,
+        gate: StepGate | None = None,
+    ) -> dict[str, Any]:
+        """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too)."""
+        if run_id in self.live:  # a pipeline step's own run, driven inside its caller's `_here`
+            return await self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate)
+        return await self._here(run_id, self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate))
+
+    async def _drive(
         self,
         skill: PipelineSkill,
         inputs: dict[str, Any],
@@ -377,6 +432,9 @@ class PipelineService:
         def spent() -> dict[str, Any]:
             return {"run_id": run_id, "usage": usage.shown()}
 
+        steps = StepLog(self.store, run_id, skill.spec)
+        steps.start()
+        ended = "failed"
         try:
             compiled = skill.compiled()
             async with self._checkpointer() as saver:
@@ -393,31 +451,45 @@ class PipelineService:
                     dispatch=self._dispatcher(ctx, run_id),
                     gate=self._timed(gate, run_id),
                     usage=usage,
+                    steps=steps,
                 )
                 partial = _partial(result, run_id, skill)
                 if partial is None:  # succeeded: its result is in the history, no resume needs the checkpoints
                     await saver.adelete_thread(run_id)
             if self.dispatch is not None and partial is None:
                 await self._store(self._shared.forget_items, run_id)
+            ended = "succeeded"
         except RunWaiting as exc:  # nobody could be asked: the checkpoints stay, the run waits for its answer
             if ctx.extras.get("step"):  # a pipeline called by a step: the calling run waits (and runs it again)
                 error = f"{exc.message} (the run that called it waits for the answer)"
                 await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
                 raise
+            ended = "waiting"
+            await steps.close(ended)
             await self._store(self.store.wait, run_id, exc.record())
             await ctx.log("info", f"run {run_id} waits for an answer to step '{exc.step_id}': {exc.question}")
             return waiting_result(run_id, exc.record())
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
+            ended = "stopped"
+            await steps.close(ended)
             finish = functools.partial(self.store.finish, run_id, "stopped", result=spent(), error=str(exc))
             await self._store(finish)
             raise
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
+            failure = describe_failure(exc, run_id, skill)
+            ended = "cancelled" if isinstance(exc, RunCancelled) else "failed"
+            await steps.close(ended)
             finish = functools.partial(
-                self.store.finish, run_id, "failed", result=spent(), error=str(exc), failed_step=step
+                self.store.finish,
+                run_id,
+                ended,
+                result=spent(),
+                error=str(exc),
+                failed_step=step,
+                envelope=error_envelope(failure),
             )
             await self._store(finish)
-            failure = describe_failure(exc, run_id, skill)
             failure.attached = spent()
             raise failure from None
         except sqlite3.DatabaseError as exc:
@@ -429,23 +501,39 @@ class PipelineService:
                 hint="call it again: it runs on the new database",
             ) from None
         except anyio.get_cancelled_exc_class():
+            ended = "cancelled"
             with anyio.CancelScope(shield=True):
-                finish = functools.partial(self.store.finish, run_id, "cancelled", result=spent(), error="cancelled")
+                await steps.close(ended)
+                cancelled = error_envelope(SkillCancelledError(f"run {run_id} was cancelled"))
+                finish = functools.partial(
+                    self.store.finish, run_id, "cancelled", result=spent(), error="cancelled", envelope=cancelled
+                )
                 await self._store(finish)
             raise
         except Exception as exc:  # why: whatever else stopped it, the history must not say `running` forever
             error = f"stopped by an unexpected {type(exc).__name__} (the server log has the details)"
             with anyio.CancelScope(shield=True):
-                await self._store(functools.partial(self.store.finish, run_id, "failed", result=spent(), error=error))
+                await steps.close(ended)
+                finish = functools.partial(
+                    self.store.finish, run_id, "failed", result=spent(), error=error, envelope=error_envelope(error)
+                )
+                await self._store(finish)
             if isinstance(exc, SkillsError) and not exc.attached:
                 exc.attached = spent()
             raise
         finally:
             self._heartbeat.remove(run_id)
+            await steps.close(ended)  # (a second close writes nothing more)
         if partial is not None:
             failed_step = (partial.summary.get("failed_steps") or [None])[0]
             finish = functools.partial(
-                self.store.finish, run_id, "failed", result=result, error=partial.message, failed_step=failed_step
+                self.store.finish,
+                run_id,
+                "failed",
+                result=result,
+                error=partial.message,
+                failed_step=failed_step,
+                envelope=error_envelope(partial),
             )
             await self._store(finish)
             raise partial

@@ -22,6 +22,9 @@ META = {
     "spawn_agent",
     "run_pipeline",
     "answer_run",
+    "list_runs",
+    "get_run",
+    "cancel_run",
 }
 CATALOGUE = {"find_skills", "read_skill", "call_skill"}
 ADD = {

@@ -46,7 +46,7 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     servers = getattr(args, "servers", None)
     if servers and not Path(servers).expanduser().is_file():
         raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
-    options = ("catalogue", "catalogue_threshold", "page_size", "connect_grace")
+    options = ("catalogue", "catalogue_threshold", "page_size", "connect_grace", "handle_after")
     listing = {k: getattr(args, k) for k in options if hasattr(args, k)}
     return create_server(
         backends=backends(args),
