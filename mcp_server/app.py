@@ -99,6 +99,7 @@ from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
+from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines
 from ._version import __version__
 from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
@@ -201,6 +202,7 @@ class OrchestratorServer(MCPServer):
         low.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
         self._wire_cache: dict[tuple[str, str, int, str], Any] = {}
         low.middleware.append(self._cached_listings)
+        install_request_spans(low)
         self._lifespans = 0
         if home is not None:  # tasks need a home (their records live in its state.sqlite)
             install(low, lambda: self.tasks)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 
-from skills import Catalog, Home, SkillContext, SkillRunError
+from skills import Catalog, Home, SkillContext, SkillRunError, tracing
 from skills.core.errors import clip
 
 from ._checkpoints import saver as checkpoint_saver
@@ -289,6 +289,20 @@ class PipelineService:
         gate: StepGate | None = None,
     ) -> dict[str, Any]:
         """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too)."""
+        attributes = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.agent.name": skill.name, "run.id": run_id}
+        with tracing.span(f"invoke_workflow {skill.name}", attributes=attributes):
+            return await self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate)
+
+    async def _drive(
+        self,
+        skill: PipelineSkill,
+        inputs: dict[str, Any],
+        ctx: SkillContext,
+        run_id: str,
+        *,
+        resume: bool,
+        gate: StepGate | None,
+    ) -> dict[str, Any]:
         from .runtime import run_pipeline
 
         artifacts = self.artifact_dir(skill.name, run_id)

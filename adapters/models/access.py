@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from skills import Home, SkillContext, SkillRunError
+from skills import Home, SkillContext, SkillRunError, tracing
 from skills.core.models import Completion, NoModelProviderError, Usage
 
 from ._provider import ModelProvider, ModelRequest
@@ -112,7 +112,23 @@ class ProviderAccess:
             thinking=thinking,
         )
         provider = self.provider_for(request)
-        completion = await provider.complete(request)
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "anthropic" if provider.name == "anthropic" else "mcp.sampling",
+            "gen_ai.request.model": info.id,
+            "gen_ai.request.max_tokens": request.max_tokens,
+        }
+        with tracing.span(f"chat {info.id}", "client", attributes) as span:
+            completion = await provider.complete(request)
+            tracing.set_attributes(
+                span,
+                {
+                    "gen_ai.response.model": completion.model or None,
+                    "gen_ai.response.finish_reasons": [completion.stop_reason],
+                    "gen_ai.usage.input_tokens": completion.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": completion.usage.output_tokens,
+                },
+            )
         access: ProviderAccess | None = self
         while access is not None:
             access.usage.add(completion.usage)
