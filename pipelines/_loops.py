@@ -61,7 +61,7 @@ def _ordered(state: RunState, step: StepSpec, count: int) -> list[Any]:
 def while_start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
         ctx = run_context(runtime)
-        await ctx.step_started(step)
+        await ctx.step_started(step, state["scope"])
         run = ctx.condition_holds(step, state["scope"])
         saved = {"loop": state["scope"].get("loop")}
         return {"ctl": {f"{step.id}:i": 0, f"{step.id}:run": run, f"{step.id}:saved": saved}}
@@ -113,7 +113,7 @@ def while_done_node(step: StepSpec) -> Node:
 
 async def _begin_loop(ctx: RunContext, step: StepSpec, scope: dict[str, Any]) -> tuple[bool, list[Any]]:
     """Whether a `for` runs (its `condition:`) and its items."""
-    await ctx.step_started(step)
+    await ctx.step_started(step, scope)
     run = ctx.condition_holds(step, scope)
     return run, await ctx.loop_items(step, scope) if run else []
 
@@ -153,8 +153,9 @@ def for_item_node(step: StepSpec) -> Node:
         ctx = run_context(runtime)
         ctl = state["ctl"]
         items, i = ctl[f"{step.id}:items"], ctl[f"{step.id}:i"]
+        outer = {**state["scope"], "loop": ctl[f"{step.id}:saved"].get("loop")}
         scope = {**state["scope"], var: items[i], "loop": loop_info(i, len(items))}
-        update = await ctx.run_skill_step(step, scope, key)
+        update = await ctx.run_skill_step(step, scope, key, ctx.item_path(step, outer, i))
         result = update.pop("scope")[key]
         await ctx.item_done(step, i + 1, len(items))
         update["ctl"] = {f"{step.id}:i": i + 1, f"{step.id}:go": i + 1 < len(items)}
@@ -214,7 +215,9 @@ def unit_node(step: StepSpec, loop: Any, state_vars: list[str]) -> Node:
         scope = state["scope"]
         # An own thread id: its own lineage, not the parent's checkpoint namespace (as `run_item`).
         config = {"configurable": {"thread_id": f"{ctx.run_id}/{step.id}"}, "recursion_limit": RECURSION_LIMIT}
-        final = await loop.ainvoke({"scope": scope, "ctl": {}}, config, context=ctx.here())
+        here = ctx.item_path(step, scope, 0)  # its records go under the item of the loop around it
+        with ctx.nested(None if here is None else here[: -len(f"{step.id}[0]")]):
+            final = await loop.ainvoke({"scope": scope, "ctl": {}}, config, context=ctx.here())
         inner = final["scope"]
         changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != scope.get(k)}
         update: dict[str, Any] = {"scope": {**changed, step.id: inner.get(step.id)}}
@@ -334,8 +337,9 @@ async def run_item(
     ids = [s.id for s in step.steps or []]
     index = payload["index"]
     scope = {**payload["scope"], var: payload["item"], "loop": loop_info(index, payload["n"])}
+    path = ctx.item_path(step, payload["scope"], index)
     if body is None:
-        update = await ctx.run_skill_step(step, scope, f"{step.id}.item")
+        update = await ctx.run_skill_step(step, scope, f"{step.id}.item", path)
         result: Any = update.pop("scope")[f"{step.id}.item"]
         changed: dict[str, Any] = {}
     else:
@@ -344,7 +348,8 @@ async def run_item(
         # honour in a graph compiled without a checkpointer).
         config = {"configurable": {"thread_id": f"{ctx.run_id}/{step.id}/{index}"}}
         ctx.charge(step, {}, steps=1)
-        final = await body.ainvoke({"scope": scope}, config, context=ctx)
+        with ctx.nested(None if path is None else path + "/"):
+            final = await body.ainvoke({"scope": scope}, config, context=ctx)
         inner = final["scope"]
         result = {k: inner.get(k) for k in ids}
         changed = {k: inner[k] for k in state_vars if k in inner and inner[k] != scope.get(k)}

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from .runs import RUN_OWNER_COLUMNS, RUNS_SCHEMA
+from .runs import RUN_OWNER_COLUMNS, RUNS_SCHEMA, STEPS_SCHEMA
 
 if TYPE_CHECKING:
     import psycopg
@@ -59,6 +59,8 @@ _MIGRATIONS: tuple[str, ...] = (
     # How many loop items each worker ran (kept when the items' results are dropped at success).
     "ALTER TABLE orchestrator_runs ADD COLUMN IF NOT EXISTS workers TEXT",
     "CREATE INDEX IF NOT EXISTS orchestrator_runs_started ON orchestrator_runs (started DESC)",
+    # One row per step (and loop item) of a run: status, times, usage, error, bounded values.
+    pg_dialect(STEPS_SCHEMA),
     """CREATE TABLE IF NOT EXISTS orchestrator_items (
         run_id TEXT NOT NULL,
         step_id TEXT NOT NULL,

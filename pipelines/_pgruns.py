@@ -55,6 +55,7 @@ class PgRunStore(RunStore):
         source: str | None = None,
         queued: bool = False,
         started_by: str = LOCAL,
+        kind: str = "pipeline",
     ) -> None:
         """Record a new run: running here, or `queued` for a worker (no process runs it until one
         takes it); it belongs to `started_by` (`runs.may_see`)."""
@@ -64,10 +65,10 @@ class PgRunStore(RunStore):
         self._do(
             lambda conn: conn.execute(
                 f"INSERT INTO orchestrator_runs ({RUN_COLUMNS}, source)"
-                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?)"
                 " ON CONFLICT (run_id) DO UPDATE SET status=EXCLUDED.status, ended=NULL,"
-                " result=NULL, error=NULL, failed_step=NULL, owner_host=EXCLUDED.owner_host,"
-                " owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
+                " result=NULL, error=NULL, failed_step=NULL, envelope=NULL, progress=NULL,"
+                " owner_host=EXCLUDED.owner_host, owner_boot=EXCLUDED.owner_boot, owner_pid=EXCLUDED.owner_pid,"
                 " owner_started=EXCLUDED.owner_started, heartbeat=EXCLUDED.heartbeat,"
                 " source=COALESCE(EXCLUDED.source, orchestrator_runs.source)",
                 (
@@ -81,6 +82,7 @@ class PgRunStore(RunStore):
                     *owner,
                     now,
                     started_by,
+                    kind,
                     source,
                 ),
             )
@@ -90,7 +92,7 @@ class PgRunStore(RunStore):
         """Hand a stopped run back to the workers (resume): `queued`, no owner."""
         self._do(
             lambda conn: conn.execute(
-                "UPDATE orchestrator_runs SET status='queued', ended=NULL, error=NULL, failed_step=NULL,"
+                "UPDATE orchestrator_runs SET status='queued', ended=NULL, error=NULL, failed_step=NULL, envelope=NULL,"
                 " owner_host=NULL, owner_boot=NULL, owner_pid=NULL, owner_started=NULL WHERE run_id=?",
                 (run_id,),
             )
@@ -222,6 +224,7 @@ class PgRunStore(RunStore):
             conn.execute(f"DELETE FROM {table} WHERE thread_id = ANY(?)", (threads,))
         conn.execute("DELETE FROM orchestrator_items WHERE run_id = ANY(?)", (threads + runs,))
         conn.execute("DELETE FROM orchestrator_agent_spend WHERE run_id = ANY(?)", (runs,))
+        conn.execute("DELETE FROM orchestrator_steps WHERE run_id = ANY(?)", (runs,))
         conn.execute("DELETE FROM orchestrator_runs WHERE run_id = ANY(?)", (runs,))
 
     def _bytes(self) -> int:
@@ -239,7 +242,7 @@ def _live_workers(conn: Connection, run_id: str) -> dict[str, int]:
 
 
 def _size(conn: Connection) -> int:
-    tables = ("orchestrator_runs", "orchestrator_items", *_CHECKPOINT_TABLES)
+    tables = ("orchestrator_runs", "orchestrator_steps", "orchestrator_items", *_CHECKPOINT_TABLES)
     row = conn.execute(
         "SELECT COALESCE(sum(pg_total_relation_size(t::regclass)), 0) FROM unnest(?::text[]) AS t", (list(tables),)
     ).fetchone()

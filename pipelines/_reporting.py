@@ -14,6 +14,7 @@ parallel items report in any order, and a resumed run starts from the steps it h
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ class RunProgress:
         self._last_pct: dict[str, int] = {}
         self._totals: dict[str, int] = {}
         self._pending: list[tuple[float, str]] = []
+        self.listener: Callable[[float, float | None, str | None], None] | None = None
+        """Told every progress sent too (the run's step records keep the latest)."""
 
     def restore(self, done: int) -> None:
         """A resumed run: `done` top-level steps had finished before."""
@@ -79,4 +82,6 @@ class RunProgress:
 
     async def _emit(self, value: float, message: str) -> None:
         self._high = max(self._high, value)  # a nested loop's items report the steps done so far
+        if self.listener is not None:
+            self.listener(self._high, self.total, message)
         await self.ctx.progress(self._high, self.total, message)

@@ -316,7 +316,7 @@ def _skill_node(step: StepSpec, output_key: str | None = None) -> Node:
 def _start_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
         ctx = _loops.run_context(runtime)
-        await ctx.step_started(step)
+        await ctx.step_started(step, state["scope"])
         run = ctx.condition_holds(step, state["scope"])
         return {"ctl": {f"{step.id}:run": run}}
 
@@ -342,7 +342,7 @@ def _group_done_node(step: StepSpec, state_vars: list[str]) -> Node:
 def _if_node(step: StepSpec) -> Node:
     async def node(state: RunState, runtime: Any) -> dict[str, Any]:
         ctx = _loops.run_context(runtime)
-        await ctx.step_started(step)
+        await ctx.step_started(step, state["scope"])
         return {"ctl": {f"{step.id}:branch": ctx.choose_branch(step, state["scope"])}}
 
     return node

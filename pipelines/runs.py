@@ -17,7 +17,7 @@ import json
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Collection, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +26,17 @@ from typing import Any, Literal, TypeVar
 from ._owner import Owner, owner_alive
 from ._statedb import is_corrupt, set_aside
 
-__all__ = ["LOCAL", "STARTED_BY_KEY", "PruneReport", "RunRecord", "RunStatus", "RunStore", "may_see"]
+__all__ = [
+    "LOCAL",
+    "STARTED_BY_KEY",
+    "PruneReport",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "StepRecord",
+    "StepStatus",
+    "may_see",
+]
 
 RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted", "stopped"]
 """`interrupted`: recorded as running, but its owner process is gone (killed, crashed, rebooted).
@@ -40,6 +50,10 @@ STARTED_BY_KEY = "started_by"
 """`ctx.extras` key: the identity a run started under this context belongs to (the MCP face puts
 the caller's there; absent, the run is `LOCAL`'s)."""
 
+StepStatus = Literal["running", "succeeded", "failed", "skipped", "cancelled", "stopped", "interrupted"]
+"""A step's status: `skipped` when its `condition:` was false; a step under way when its run
+ended takes the run's end (`cancelled`, `stopped`; `failed` for a failure elsewhere);
+`interrupted` is read for a `running` step of a run whose process is gone."""
 T = TypeVar("T")
 _LIVE = ("running", "queued")
 """Runs that `prune` never forgets."""
@@ -59,12 +73,52 @@ CREATE TABLE IF NOT EXISTS orchestrator_runs (
     artifacts TEXT
 )
 """
+STEPS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS orchestrator_steps (
+    run_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    parent TEXT,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started REAL,
+    ended REAL,
+    usage TEXT,
+    error TEXT,
+    inputs TEXT,
+    outputs TEXT,
+    PRIMARY KEY (run_id, path)
+)
+"""
+"""One row per step (and loop item) of a run (`_steplog`)."""
+_STEP_COLUMNS = (
+    "path",
+    "step_id",
+    "parent",
+    "kind",
+    "status",
+    "started",
+    "ended",
+    "usage",
+    "error",
+    "inputs",
+    "outputs",
+)
 _OWNER_COLUMNS = {"owner_host": "TEXT", "owner_boot": "TEXT", "owner_pid": "INTEGER", "owner_started": "INTEGER"}
-RUN_OWNER_COLUMNS = {**_OWNER_COLUMNS, "heartbeat": "REAL", "started_by": "TEXT"}
-"""Columns added since the first version (which process runs a run, and whose run it is)."""
+RUN_OWNER_COLUMNS = {
+    **_OWNER_COLUMNS,
+    "heartbeat": "REAL",
+    "started_by": "TEXT",
+    "kind": "TEXT",
+    "envelope": "TEXT",
+    "progress": "TEXT",
+}
+"""Columns added since the first version: which process runs a run, whose run it is, what kind
+of run (`pipeline`, or `tool`: a long tool call followed by a run handle), the error envelope of
+its failure, and its latest progress."""
 _COLUMNS = (
     "run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts, "
-    "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by"
+    "owner_host, owner_boot, owner_pid, owner_started, heartbeat, started_by, kind, envelope, progress"
 )
 RUN_COLUMNS = _COLUMNS
 """The columns of a run's row, in order (the PostgreSQL store writes the same rows)."""
@@ -89,9 +143,55 @@ class RunRecord:
     """`host:pid` of the process that runs or last ran it."""
     started_by: str | None = None
     """The identity it belongs to (see `may_see`); None: recorded before runs had owners."""
+    kind: str = "pipeline"
+    """`pipeline`, or `tool`: a long call of another tool (an agent, `create_skill`...) run
+    under a run id so that a run handle can follow it; `pipeline` names the tool then."""
+    envelope: dict[str, Any] | None = None
+    """The error envelope (`{"error": {"type", "message", "hint", "retryable", "where"}}`) of a
+    run that did not succeed, as a direct call would have answered it."""
+    progress: dict[str, Any] | None = None
+    """The latest progress reported: `{"progress", "total", "message"}` (None: none yet)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of a run (or one item of a single-skill loop) as recorded (`RunStore.steps`)."""
+
+    path: str
+    """Where it is in the run: `fetch`, `pages[3]/fetch` (a step of a loop's item), `pages[3]`
+    (an item of a loop whose body is one skill call). Unique within the run."""
+    step_id: str
+    """The step's `id` in the pipeline (the loop's id for an item)."""
+    parent: str | None
+    """The path of the enclosing step (a loop, an `if`, a group); None at the top level."""
+    kind: str
+    """`skill`, `agent`, `for`, `while`, `if`, `group`, or `item` (a loop item)."""
+    status: StepStatus
+    started: float | None
+    """Unix time."""
+    ended: float | None
+    usage: dict[str, Any] | None
+    """`{input_tokens, output_tokens, total_tokens, cost_usd, calls}` of its model calls (a loop
+    or group: of its inner steps); None when it called no model."""
+    error: dict[str, Any] | None
+    """The error envelope of its failure: `{"error": {"type", "message", "hint", "retryable", "where"}}`."""
+    inputs: Any
+    """Its rendered parameters (a loop item: the item), bounded: a value over
+    `_steplog.VALUE_BYTES` of JSON reads `{"truncated": true, "bytes": N, "preview": "..."}`."""
+    outputs: Any
+    """Its output, bounded as `inputs`."""
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end (None while it runs)."""
+        return None if self.started is None or self.ended is None else self.ended - self.started
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, `duration` included."""
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "duration": self.duration}
 
 
 @dataclass
@@ -123,6 +223,7 @@ class RunStore:
             with conn:
                 if not self._migrated:
                     conn.execute(RUNS_SCHEMA)
+                    conn.execute(STEPS_SCHEMA)
                     have = {row[1] for row in conn.execute("PRAGMA table_info(orchestrator_runs)")}
                     for name, kind in RUN_OWNER_COLUMNS.items():
                         if name not in have:  # a database of an older version: add the owner columns
@@ -161,12 +262,13 @@ class RunStore:
         artifacts: Path,
         *,
         started_by: str = LOCAL,
+        kind: str = "pipeline",
     ) -> None:
         me = Owner.current()
         self._do(
             lambda conn: conn.execute(
                 f"INSERT OR REPLACE INTO orchestrator_runs ({_COLUMNS}) VALUES (?, ?, ?, 'running', ?, NULL, ?,"
-                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)",
+                " NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                 (
                     run_id,
                     pipeline,
@@ -180,6 +282,7 @@ class RunStore:
                     me.started,
                     time.time(),
                     started_by,
+                    kind,
                 ),
             )
         )
@@ -189,7 +292,7 @@ class RunStore:
         self._do(
             lambda conn: conn.execute(
                 "UPDATE orchestrator_runs SET status='running', ended=NULL, error=NULL, failed_step=NULL,"
-                " owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=? WHERE run_id=?",
+                " envelope=NULL, owner_host=?, owner_boot=?, owner_pid=?, owner_started=?, heartbeat=? WHERE run_id=?",
                 (me.host, me.boot, me.pid, me.started, time.time(), run_id),
             )
         )
@@ -202,20 +305,52 @@ class RunStore:
         result: dict[str, Any] | None = None,
         error: str | None = None,
         failed_step: str | None = None,
+        envelope: Mapping[str, Any] | None = None,
     ) -> None:
+        """Record how a run ended (`envelope`: the error envelope a direct call answered with)."""
         self._do(
             lambda conn: conn.execute(
-                "UPDATE orchestrator_runs SET status=?, ended=?, result=?, error=?, failed_step=? WHERE run_id=?",
+                "UPDATE orchestrator_runs SET status=?, ended=?, result=?, error=?, failed_step=?, envelope=?"
+                " WHERE run_id=?",
                 (
                     status,
                     time.time(),
                     None if result is None else json.dumps(result, default=str),
                     error,
                     failed_step,
+                    None if envelope is None else json.dumps(envelope, default=str),
                     run_id,
                 ),
             )
         )
+
+    def put_steps(self, run_id: str, rows: list[dict[str, Any]], progress: dict[str, Any] | None = None) -> None:
+        """Write step records (`_steplog`): a whole row (a step that began) replaces the step's
+        record, a partial one (a step that ended) updates the columns it has; `progress`, the
+        run's latest progress. One transaction."""
+
+        def write(conn: Any) -> None:
+            for row in rows:
+                if "step_id" in row:
+                    names = ", ".join(_STEP_COLUMNS)
+                    updates = ", ".join(f"{c}=excluded.{c}" for c in _STEP_COLUMNS if c != "path")
+                    conn.execute(
+                        f"INSERT INTO orchestrator_steps (run_id, {names}) VALUES (?{', ?' * len(_STEP_COLUMNS)})"
+                        f" ON CONFLICT (run_id, path) DO UPDATE SET {updates}",
+                        (run_id, *(row.get(c) for c in _STEP_COLUMNS)),
+                    )
+                else:
+                    changed = [c for c in _STEP_COLUMNS if c in row and c != "path"]
+                    if changed:
+                        conn.execute(
+                            f"UPDATE orchestrator_steps SET {', '.join(f'{c}=?' for c in changed)}"
+                            " WHERE run_id=? AND path=?",
+                            (*(row[c] for c in changed), run_id, row["path"]),
+                        )
+            if progress is not None:
+                conn.execute("UPDATE orchestrator_runs SET progress=? WHERE run_id=?", (json.dumps(progress), run_id))
+
+        self._do(write)
 
     def beat(self, run_ids: Collection[str]) -> None:
         """The heartbeat of runs this process runs (`_owner.Heartbeat`)."""
@@ -234,14 +369,50 @@ class RunStore:
         )
         return None if row is None else _record(row)
 
-    def list(self, limit: int = 50, pipeline: str | None = None, *, visible_to: str | None = None) -> list[RunRecord]:
-        """Newest first; with `visible_to`, only the runs that identity may see (`may_see`)."""
+    def steps(self, run_id: str) -> list[StepRecord]:
+        """The recorded steps of a run, in the order they started (empty: none yet, or no such run).
+
+        This is the read API of the run viewer, `get_run` and `runs show`: each `StepRecord` has
+        the step's `path` in the run (`fetch`, `pages[3]/fetch`, `pages[3]`), its `parent` path,
+        `kind`, `status`, `started`/`ended` (Unix time) and `duration`, `usage`, the `error`
+        envelope of a failure, and its bounded `inputs` and `outputs`. The records of a run in
+        progress are at most `_steplog.FLUSH_EVERY` seconds behind it. A step of a run whose
+        process is gone reads `interrupted` while its record says `running`. Callers check
+        `may_see` on the run first: this method does not know who asks.
+        """
+        rows = self._do(
+            lambda conn: conn.execute(
+                f"SELECT {', '.join(_STEP_COLUMNS)} FROM orchestrator_steps WHERE run_id=? ORDER BY started, path",
+                (run_id,),
+            ).fetchall()
+        )
+        steps = [_step(tuple(r)) for r in rows]
+        if any(s.status == "running" for s in steps):
+            run = self.get(run_id)
+            if run is not None and run.status not in ("running", "queued"):
+                gone: StepStatus = "interrupted" if run.status == "interrupted" else "failed"
+                steps = [replace(s, status=gone) if s.status == "running" else s for s in steps]
+        return steps
+
+    def list(
+        self,
+        limit: int = 50,
+        pipeline: str | None = None,
+        *,
+        visible_to: str | None = None,
+        status: str | None = None,
+    ) -> list[RunRecord]:
+        """Newest first; with `visible_to`, only the runs that identity may see (`may_see`); with
+        `status`, only runs recorded with it (`interrupted` runs are recorded `running`)."""
         query = f"SELECT {_COLUMNS} FROM orchestrator_runs"
         where: list[str] = []
         args: list[Any] = []
         if pipeline:
             where.append("pipeline=?")
             args.append(pipeline)
+        if status:
+            where.append("status=?")
+            args.append("running" if status == "interrupted" else status)
         if visible_to is not None:  # the rule of `may_see`, in SQL
             where.append("COALESCE(started_by, ?) = ?")
             args += [LOCAL, visible_to]
@@ -249,7 +420,8 @@ class RunStore:
             query += " WHERE " + " AND ".join(where)
         query += " ORDER BY started DESC LIMIT ?"
         rows = self._do(lambda conn: conn.execute(query, (*args, limit)).fetchall())
-        return [_record(r) for r in rows]
+        records = [_record(r) for r in rows]
+        return [r for r in records if r.status == status] if status else records
 
     # -- pruning ---------------------------------------------------------------------------------
     def prune(self, older_than: float | None = None, *, dry_run: bool = False) -> PruneReport:
@@ -321,11 +493,12 @@ def _delete(conn: sqlite3.Connection, threads: list[str], runs: list[str]) -> No
         conn.execute("DELETE FROM writes WHERE thread_id=?", (thread,))
     for run_id in runs:
         conn.execute("DELETE FROM orchestrator_runs WHERE run_id=?", (run_id,))
+        conn.execute("DELETE FROM orchestrator_steps WHERE run_id=?", (run_id,))
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     run_id, pipeline, file, status, started, ended, inputs, result, error, failed_step, artifacts = row[:11]
-    host, boot, pid, pstart, heartbeat, started_by = row[11:]
+    host, boot, pid, pstart, heartbeat, started_by, kind, envelope, progress = row[11:]
     record = RunRecord(
         run_id=run_id,
         pipeline=pipeline,
@@ -340,7 +513,27 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         artifacts=artifacts,
         owner=f"{host}:{pid}" if host and pid else None,
         started_by=started_by,
+        kind=kind or "pipeline",
+        envelope=None if envelope is None else json.loads(envelope),
+        progress=None if progress is None else json.loads(progress),
     )
     if status == "running" and not owner_alive(host, boot, pid, pstart, heartbeat):
         return replace(record, status="interrupted", error="its process ended without recording how the run ended")
     return record
+
+
+def _step(row: tuple[Any, ...]) -> StepRecord:
+    path, step_id, parent, kind, status, started, ended, usage, error, inputs, outputs = row
+    return StepRecord(
+        path=path,
+        step_id=step_id,
+        parent=parent,
+        kind=kind,
+        status=status,
+        started=started,
+        ended=ended,
+        usage=None if usage is None else json.loads(usage),
+        error=None if error is None else json.loads(error),
+        inputs=None if inputs is None else json.loads(inputs),
+        outputs=None if outputs is None else json.loads(outputs),
+    )

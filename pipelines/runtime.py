@@ -14,6 +14,7 @@ an agent over its allow-list.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import logging
@@ -39,9 +40,18 @@ from ._nodes import DEFAULT_MAX_PARALLEL, RECURSION_LIMIT
 from ._outcomes import json_size, outputs_of, plain_result, settle, usage_of
 from ._reporting import RunProgress
 from ._state import add_counts
+from ._steplog import StepLog, nested_under, step_error
 from ._stepping import StepGate, stream_stepwise
 from ._summary import summary_key, summary_of
-from .errors import ExpressionError, PipelineError, RunLimitError, RunLimitExceeded, StepFailed, failure_record
+from .errors import (
+    ExpressionError,
+    PipelineError,
+    RunLimitError,
+    RunLimitExceeded,
+    StepFailed,
+    failure_record,
+    is_failure_record,
+)
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
 from .spec import PipelineSpec, StepSpec
@@ -102,9 +112,13 @@ class RunContext:
     distributed mode); None: items run here."""
     last_finished: str | None = None
     """The top-level step that finished last (step-through shows it to its gate)."""
+    steps: StepLog | None = None
+    """The run's per-step records (None: not recorded, e.g. a run without a store)."""
 
     def __post_init__(self) -> None:
         self.progress = RunProgress(self.skill_ctx, [s.id for s in self.spec.steps])
+        if self.steps is not None:
+            self.progress.listener = self.steps.progress
 
     def here(self) -> RunContext:
         """This run's context for work that runs whole in this process (a unit: `_loops.unit_node`),
@@ -167,29 +181,55 @@ class RunContext:
         await anyio.to_thread.run_sync(self.budget.check_artifacts, step.id, self.artifact_dir)
 
     # -- steps -------------------------------------------------------------------------------------
-    async def step_started(self, step: StepSpec) -> None:
+    async def step_started(self, step: StepSpec, scope: dict[str, Any]) -> None:
         if step.id in self.progress.top:
             self.running[step.id] = time.monotonic()
+        if self.steps is not None:
+            self.steps.begin(self.steps.path(step, scope), step)
         await self.progress.started(step.id)
 
-    async def run_skill_step(self, step: StepSpec, scope: dict[str, Any], output_key: str | None) -> dict[str, Any]:
-        """Call the step's skill (a plain step, or one item of a loop when `output_key` is set)."""
+    def item_path(self, step: StepSpec, outer: dict[str, Any], index: int) -> str | None:
+        """The record path of item `index` of loop `step` (`outer`: the scope around the loop)."""
+        return None if self.steps is None else f"{self.steps.path(step, outer)}[{index}]"
+
+    def nested(self, prefix: str | None) -> Any:
+        """Steps started in this block are recorded under `prefix` (a loop item's path + `/`)."""
+        return nested_under(prefix) if prefix is not None and self.steps is not None else _NO_BLOCK
+
+    async def run_skill_step(
+        self, step: StepSpec, scope: dict[str, Any], output_key: str | None, item: str | None = None
+    ) -> dict[str, Any]:
+        """Call the step's skill (a plain step, or one item of a loop when `output_key` is set,
+        recorded under `item` when the caller knows the item's path)."""
+        path: str | None = None
         if output_key is None:
-            await self.step_started(step)
+            await self.step_started(step, scope)
             if not self.condition_holds(step, scope):
                 return self.finish_step(step, scope, None)
+        if self.steps is not None:
+            if output_key is None:
+                path = self.steps.path(step, scope)
+            else:
+                info: dict[str, Any] = scope.get("loop") or {}
+                path = item or f"{self.steps.path(step, {})}[{info.get('index0', 0)}]"
+                self.steps.begin(path, step, kind="item")
         spent = Usage()
-        self.budget.charge(step.id, 1)  # before the call: a run at its limit calls nothing more
         try:
-            arguments = render(step.parameters, scope)
-        except ExpressionError as exc:
-            failure = StepFailed(f"step '{step.id}': parameters: {exc.message}", hint=exc.hint, step_id=step.id)
-            if step.on_error != "continue":
-                raise failure from None
-            await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {failure}")
-            output: Any = failure_record(step.id, str(failure))
-        else:
-            output = await self._call_with_policy(step, arguments, spent)
+            output = await self._record_call(step, scope, spent, path)
+        except BaseException as exc:
+            if path is not None and self.steps is not None:
+                usage = spent.as_dict() if spent.calls or spent.total_tokens else None
+                status = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "failed"
+                self.steps.end(path, status, error=step_error(step.id, exc), usage=usage)
+            raise
+        if path is not None and self.steps is not None:
+            usage = spent.as_dict() if spent.calls or spent.total_tokens else None
+            if is_failure_record(output):  # failed, and the run continues (`on_error: continue`)
+                self.steps.end(path, "failed", error=step_error(step.id, str(output.get("error"))), usage=usage)
+            elif output_key is not None:  # a loop item (a plain step ends in `finish_step`)
+                self.steps.end(path, "succeeded", outputs=output, usage=usage)
+            elif usage is not None:
+                self.steps.usage(path, usage)
         await self.check_artifacts(step)
         nbytes = json_size(output)
         self.budget.charge(step.id, 0, nbytes)
@@ -200,6 +240,21 @@ class RunContext:
         if spent.calls or spent.total_tokens:
             update["usage"] = {step.id: spent.as_dict()}
         return update
+
+    async def _record_call(self, step: StepSpec, scope: dict[str, Any], spent: Usage, path: str | None) -> Any:
+        """Render the step's parameters (its recorded inputs) and call it under its policy."""
+        self.budget.charge(step.id, 1)  # before the call: a run at its limit calls nothing more
+        try:
+            arguments = render(step.parameters, scope)
+        except ExpressionError as exc:
+            failure = StepFailed(f"step '{step.id}': parameters: {exc.message}", hint=exc.hint, step_id=step.id)
+            if step.on_error != "continue":
+                raise failure from None
+            await self.skill_ctx.log("warning", f"{step.id}: failed, continuing: {failure}")
+            return failure_record(step.id, str(failure))
+        if path is not None and self.steps is not None:
+            self.steps.inputs(path, arguments)
+        return await self._call_with_policy(step, arguments, spent)
 
     async def _call_with_policy(self, step: StepSpec, arguments: Any, spent: Usage) -> Any:
         attempts = step.retry.attempts if step.retry else 1
@@ -310,6 +365,10 @@ class RunContext:
         if step.id in self.progress.top:
             self.last_finished = step.id
         self.progress.finished(step.id, skipped=output is None)
+        if self.steps is not None:
+            path = self.steps.path(step, scope)
+            if not is_failure_record(output):  # (a failed step continued: its failure is recorded)
+                self.steps.end(path, "skipped" if output is None else "succeeded", outputs=output)
         return result
 
     async def item_done(self, step: StepSpec, done: int | None, total: int | None) -> None:
@@ -328,6 +387,9 @@ class RunContext:
             limiter = self._limiters[step.id] = anyio.CapacityLimiter(step.for_.max_parallel or DEFAULT_MAX_PARALLEL)
         async with limiter:
             yield
+
+
+_NO_BLOCK = contextlib.nullcontext()
 
 
 async def _no_progress(done: float, total: float | None, message: str | None) -> None:
@@ -364,6 +426,7 @@ async def run_pipeline(
     budget: Budget | None = None,
     dispatch: Dispatch | None = None,
     gate: StepGate | None = None,
+    steps: StepLog | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the pipeline under `run_id`; return its outputs plus `run_id`.
 
@@ -385,6 +448,7 @@ async def run_pipeline(
         budget=budget,
         agents=agents,
         dispatch=dispatch,
+        steps=steps,
     )
     graph = compiled.graph(checkpointer)
     config: dict[str, Any] = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}

@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 
-from skills import Catalog, Home, SkillContext, SkillRunError, tracing
-from skills.core.errors import clip
+from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunError, tracing
+from skills.core.errors import clip, error_envelope
 
 from ._checkpoints import saver as checkpoint_saver
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
+from ._steplog import StepLog
 from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
@@ -309,6 +310,9 @@ class PipelineService:
         await self._tell(ctx)
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {skill.name}, run {run_id}")
         self._heartbeat.add(run_id)
+        steps = StepLog(self.store, run_id, skill.spec)
+        steps.start()
+        ended = "failed"
         try:
             compiled = skill.compiled()
             async with self._checkpointer() as saver:
@@ -324,17 +328,26 @@ class PipelineService:
                     budget=self.budget(skill, ctx),
                     dispatch=self._dispatcher(ctx, run_id),
                     gate=gate,
+                    steps=steps,
                 )
                 await saver.adelete_thread(run_id)  # succeeded: its result is in the history, no resume needs them
             if self.dispatch is not None:
                 await self._store(self._shared.forget_items, run_id)
+            ended = "succeeded"
         except RunStopped as exc:  # the user's choice, not a failure: the checkpoints stay for the resume
+            ended = "stopped"
+            await steps.close(ended)
             await self._store(functools.partial(self.store.finish, run_id, "stopped", error=str(exc)))
             raise
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
-            await self._store(functools.partial(self.store.finish, run_id, "failed", error=str(exc), failed_step=step))
-            raise describe_failure(exc, run_id, skill) from None
+            failure = describe_failure(exc, run_id, skill)
+            await steps.close(ended)
+            finish = functools.partial(
+                self.store.finish, run_id, "failed", error=str(exc), failed_step=step, envelope=error_envelope(failure)
+            )
+            await self._store(finish)
+            raise failure from None
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
                 raise
@@ -344,16 +357,25 @@ class PipelineService:
                 hint="call it again: it runs on the new database",
             ) from None
         except anyio.get_cancelled_exc_class():
+            ended = "cancelled"
             with anyio.CancelScope(shield=True):
-                await self._store(functools.partial(self.store.finish, run_id, "cancelled", error="cancelled"))
+                await steps.close(ended)
+                cancelled = error_envelope(SkillCancelledError(f"run {run_id} was cancelled"))
+                await self._store(
+                    functools.partial(self.store.finish, run_id, "cancelled", error="cancelled", envelope=cancelled)
+                )
             raise
         except Exception as exc:  # why: whatever else stopped it, the history must not say `running` forever
             error = f"stopped by an unexpected {type(exc).__name__} (the server log has the details)"
             with anyio.CancelScope(shield=True):
-                await self._store(functools.partial(self.store.finish, run_id, "failed", error=error))
+                await steps.close(ended)
+                await self._store(
+                    functools.partial(self.store.finish, run_id, "failed", error=error, envelope=error_envelope(error))
+                )
             raise
         finally:
             self._heartbeat.remove(run_id)
+            await steps.close(ended)  # (a second close writes nothing more)
         await self._store(functools.partial(self.store.finish, run_id, "succeeded", result=result))
         return result
 
