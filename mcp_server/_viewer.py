@@ -53,7 +53,7 @@ VALUE_BYTES = 64 * 1024
 """A run's inputs or result larger than this (as JSON) is shown as a preview."""
 POLL = 0.5
 """How often a live page's stream looks at the store for changes (seconds)."""
-STREAM_SECONDS = 55
+STREAM_SECONDS = 15
 """A live stream ends after this and the browser reconnects by itself (no connection outlives
 a server that is stopping by more than this)."""
 MAX_ARTIFACTS = 200
