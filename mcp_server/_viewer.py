@@ -340,7 +340,7 @@ def _matches(value: str, allowed: Sequence[str]) -> bool:
 def _secured(response: Response) -> Response:
     response.headers["content-security-policy"] = CSP
     response.headers["x-content-type-options"] = "nosniff"
-    response.headers["referrer-policy"] = "no-referrer"
+    response.headers["referrer-policy"] = "same-origin"  # not no-referrer: a form POST would then send `Origin: null`
     response.headers["x-frame-options"] = "DENY"
     response.headers.setdefault("cache-control", "no-store")
     return response
