@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
+from mcp.server.apps import Apps
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
@@ -91,6 +92,7 @@ from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
+from ._app_ui import RUN_APP_MIME, RUN_APP_URI, run_app_html, ui_meta
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
 from ._meta import MetaSkill, MetaSource
@@ -153,7 +155,7 @@ class OrchestratorServer(MCPServer):
             instructions=INSTRUCTIONS,
             log_level="WARNING",
             lifespan=lambda _: self._lifespan(),
-            extensions=[SkillsExtension(lambda: self.catalog, pager)],
+            extensions=[SkillsExtension(lambda: self.catalog, pager), Apps()],  # Apps: the run app (`_app_ui`)
         )
         self.pager = pager
         self.catalogue: CatalogueMode = catalogue
@@ -455,6 +457,14 @@ class OrchestratorServer(MCPServer):
             )
             for skill in self.catalog
             if skill.kind == "pipeline"
+        ] + [
+            MCPResource(
+                uri=RUN_APP_URI,
+                name="run",
+                title="A run, followed live (MCP App)",
+                description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
+                mime_type=RUN_APP_MIME,
+            )
         ]
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
@@ -490,6 +500,8 @@ class OrchestratorServer(MCPServer):
             raise resource_error(exc, str(uri), era) from None
 
     def _read_resource(self, text: str, viewer: str) -> list[ReadResourceContents]:
+        if text == RUN_APP_URI:
+            return [ReadResourceContents(content=run_app_html(), mime_type=RUN_APP_MIME)]
         if text.startswith(("pipeline://", "run://")) and self.pipelines is not None:
             content, mime = read_pipeline_resource(self.pipelines, text, viewer)
             return [ReadResourceContents(content=content, mime_type=mime)]
@@ -752,6 +764,7 @@ def _tool_of(skill: Skill) -> MCPTool:
         output_schema=skill.output_schema,
         annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
         execution=ToolExecution(task_support="optional") if _may_task(skill) else None,
+        _meta=ui_meta(skill.kind == "pipeline" or (isinstance(skill, MetaSkill) and skill.long_running)),
     )
 
 
