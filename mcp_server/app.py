@@ -437,35 +437,39 @@ class OrchestratorServer(MCPServer):
         return ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_resources(self) -> list[MCPResource]:
-        return [
-            MCPResource(
-                uri=f"skill://{skill.name}/SKILL.md",
-                name=f"{skill.name}/SKILL.md",
-                title=f"{skill.title or skill.name}: SKILL.md",
-                description=skill.description,
-                mime_type="text/markdown",
-            )
-            for skill in self.catalog
-            if skill.root is not None
-        ] + [
-            MCPResource(
-                uri=f"pipeline://{skill.name}",
-                name=f"pipeline {skill.name}",
-                title=f"{skill.title or skill.name} (pipeline YAML)",
-                description=f"Source of the pipeline {skill.name}; its graph is pipeline://{skill.name}/graph.",
-                mime_type="application/yaml",
-            )
-            for skill in self.catalog
-            if skill.kind == "pipeline"
-        ] + [
-            MCPResource(
-                uri=RUN_APP_URI,
-                name="run",
-                title="A run, followed live (MCP App)",
-                description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
-                mime_type=RUN_APP_MIME,
-            )
-        ]
+        return (
+            [
+                MCPResource(
+                    uri=f"skill://{skill.name}/SKILL.md",
+                    name=f"{skill.name}/SKILL.md",
+                    title=f"{skill.title or skill.name}: SKILL.md",
+                    description=skill.description,
+                    mime_type="text/markdown",
+                )
+                for skill in self.catalog
+                if skill.root is not None
+            ]
+            + [
+                MCPResource(
+                    uri=f"pipeline://{skill.name}",
+                    name=f"pipeline {skill.name}",
+                    title=f"{skill.title or skill.name} (pipeline YAML)",
+                    description=f"Source of the pipeline {skill.name}; its graph is pipeline://{skill.name}/graph.",
+                    mime_type="application/yaml",
+                )
+                for skill in self.catalog
+                if skill.kind == "pipeline"
+            ]
+            + [
+                MCPResource(
+                    uri=RUN_APP_URI,
+                    name="run",
+                    title="A run, followed live (MCP App)",
+                    description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
+                    mime_type=RUN_APP_MIME,
+                )
+            ]
+        )
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
         return [
