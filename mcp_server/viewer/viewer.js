@@ -101,7 +101,8 @@
   }
   function timeline(run, steps) {
     const box = clear($("timeline"));
-    const start = run.started;
+    const starts = steps.map((s) => s.started).filter(Boolean);
+    const start = starts.length ? Math.min(...starts) : run.started; // the first step, not the process start-up
     const end = Math.max(run.ended || Date.now() / 1000, ...steps.map((s) => s.ended || s.started || 0));
     const span = Math.max(end - start, 0.001);
     for (const step of steps) {
