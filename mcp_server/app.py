@@ -460,15 +460,7 @@ class OrchestratorServer(MCPServer):
                 for skill in self.catalog
                 if skill.kind == "pipeline"
             ]
-            + [
-                MCPResource(
-                    uri=RUN_APP_URI,
-                    name="run",
-                    title="A run, followed live (MCP App)",
-                    description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
-                    mime_type=RUN_APP_MIME,
-                )
-            ]
+            + ([_RUN_APP_RESOURCE] if self.pipelines is not None else [])  # no pipelines, no runs to show
         )
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
@@ -742,6 +734,15 @@ class OrchestratorServer(MCPServer):
             low = self._lowlevel_server
             reader = AnsweringReader(read_stream, write_stream)  # answers lines its parser refused
             await low.run(reader, write_stream, low.create_initialization_options())
+
+
+_RUN_APP_RESOURCE = MCPResource(
+    uri=RUN_APP_URI,
+    name="run",
+    title="A run, followed live (MCP App)",
+    description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
+    mime_type=RUN_APP_MIME,
+)
 
 
 def _internal(name: str, schema: dict[str, Any] | None) -> CallToolResult:
