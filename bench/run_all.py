@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = (
     "spawn", "tools_list", "call", "lookup", "pipeline_step", "fanout", "checkpoints", "pipeline_compile", "upstream",
-    "confine", "http_load", "http_sessions", "wild",
+    "confine", "http_load", "http_sessions", "wild", "handles",
 )  # fmt: skip
 
 

@@ -5,7 +5,7 @@ returns every issue or the help text; `register_pipeline` saves a valid pipeline
 and publishes it at once (clients get `tools/list_changed`); with `create_missing` both first
 create the skills the pipeline lacks. `META_TOOLS` gathers them with the meta tools of the other
 modules: `create_skill` and `plan_and_run` (`_planning`), `spawn_agent` and `orchestrate`
-(`_agents`), `run_pipeline` (`_stepping`).
+(`_agents`), `run_pipeline` (`_stepping`), `list_runs`, `get_run` and `cancel_run` (`_runs`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ._meta import MetaTool, structured
 from ._planning import MODEL_TOOLS
 from ._resources import read_skill_file
 from ._results import error_result
+from ._runs import RUN_META_TOOLS
 from ._stepping import RUN_TOOLS
 
 if TYPE_CHECKING:
@@ -222,6 +223,7 @@ META_TOOLS: dict[str, MetaTool] = {
 META_TOOLS.update(MODEL_TOOLS)
 META_TOOLS.update(AGENT_TOOLS)
 META_TOOLS.update(RUN_TOOLS)
+META_TOOLS.update(RUN_META_TOOLS)
 
 
 def read_pipeline_resource(service: PipelineService, uri: str, viewer: str = LOCAL) -> tuple[str | bytes, str]:

@@ -95,6 +95,7 @@ from ._access import Access
 from ._app_ui import RUN_APP_MIME, RUN_APP_URI, run_app_html, ui_meta
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
+from ._handles import HANDLES_KEY, handle_schema
 from ._meta import MetaSkill, MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
 from ._pipelines import META_TOOLS, read_pipeline_resource
@@ -113,6 +114,7 @@ if TYPE_CHECKING:
     from pipelines.service import PipelineService
     from pipelines.state import Backends
 
+    from ._handles import RunHandles
     from .tasks import TaskService
 
 
@@ -147,6 +149,7 @@ class OrchestratorServer(MCPServer):
         catalogue_threshold: int = DEFAULT_THRESHOLD,
         page_size: int = DEFAULT_PAGE_SIZE,
         access: Access | None = None,
+        handle_after: float | None = None,
     ) -> None:
         pager = Pager(page_size)
         super().__init__(
@@ -167,6 +170,8 @@ class OrchestratorServer(MCPServer):
         self.watch = watch
         self.access = access or Access(home)
         """Allowed roots (the client's too) and isolation settings given to each call."""
+        self.handle_after = handle_after
+        """Seconds before a long call answers with a run handle (`_handles`; None: config.yaml's)."""
         self.meta = MetaSource(META_TOOLS, pipelines) if pipelines is not None else None
         """The server's own tools (kind "meta"): a Catalog source of their own, registered last."""
         if self.meta is not None:
@@ -246,10 +251,11 @@ class OrchestratorServer(MCPServer):
         cached = self._tool_cache
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
+        handles = self.home is not None and self.handles.after > 0
         if self.catalogue_active():
-            tools = catalogue_tools() + [_tool_of(skill) for skill in self.catalog.tools() if skill.kind == "meta"]
+            tools = catalogue_tools() + [_tool_of(s, handles) for s in self.catalog.tools() if s.kind == "meta"]
         else:
-            tools = [_tool_of(skill) for skill in self.catalog.tools()]
+            tools = [_tool_of(skill, handles) for skill in self.catalog.tools()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
@@ -367,13 +373,26 @@ class OrchestratorServer(MCPServer):
             store = PostgresTaskStore(postgres(state))
         else:
             store = SqliteTaskStore(self.home.state_db)
-        return TaskService(
+        service = TaskService(
             store,
             load_task_limits(self.home.root / "config.yaml"),
             pipelines=self.pipelines,
             sinks=lambda context, name: (context.report_progress, _client_logger(context, name, self._log_levels)),
             targets=self.target,
         )
+        service.handles = self.handles
+        return service
+
+    @cached_property
+    def handles(self) -> RunHandles:
+        """Long calls that answer with a run handle after `handle_after` seconds (`_handles`)."""
+        from ._handles import RunHandles
+        from .tasks import load_task_limits
+
+        after = self.handle_after
+        if after is None:
+            after = load_task_limits(self.home.root / "config.yaml").handle_after_s if self.home is not None else 0
+        return RunHandles(after, self.pipelines.store if self.pipelines is not None else None)
 
     def _unknown(self, name: str) -> SkillsError:
         """The unknown-tool error; a name no tool could have gets no (costly) suggestions."""
@@ -410,6 +429,8 @@ class OrchestratorServer(MCPServer):
                 ctx.extras.update(_client_requests(context))
         self.models.attach(ctx, context, parked=parked)
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
+        if skill.kind == "meta":  # the run meta tools wait for and cancel the runs handed over here
+            ctx.extras[HANDLES_KEY] = self.handles
         if skill.kind in _STARTS_AGENTS:  # two stats a call: not for the plain skills
             ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
             if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
@@ -624,6 +645,7 @@ class OrchestratorServer(MCPServer):
             shared = self.pipelines.shared if self.pipelines is not None else None
             if shared is not None:  # pipelines registered through another replica appear here too
                 tg.start_soon(shared.listen, self._shared_changed)
+                tg.start_soon(self._cancels_from_replicas)
             if self.pipelines is not None and overviews:  # overviews of the pipelines' help, with the API only
                 tg.start_soon(self.help_writer.run)
             servers = self.servers
@@ -637,6 +659,22 @@ class OrchestratorServer(MCPServer):
                 tg.cancel_scope.cancel()
                 if self.pipelines is not None:
                     await self.pipelines.aclose()
+
+    async def _cancels_from_replicas(self) -> None:
+        """`cancel_run` through another replica: stop the run if it runs here (PostgreSQL NOTIFY)."""
+        from ._runs import CANCEL_CHANNEL, cancel_locally
+
+        assert self.pipelines is not None
+        pipelines = self.pipelines
+        pg: Any = getattr(pipelines.store, "pg", None)
+        if pg is None:
+            return
+
+        async def heard(run_id: str | None) -> None:
+            if run_id and cancel_locally(pipelines, self.__dict__.get("handles"), run_id):
+                log.info("run %s cancelled through another replica", run_id)
+
+        await pg.listen(CANCEL_CHANNEL, heard)
 
     async def _caught_up(self) -> bool:
         """Re-read the shared state's pipelines for a call of an unknown name (at most once a second):
@@ -720,6 +758,9 @@ class OrchestratorServer(MCPServer):
             yield {}
         finally:
             self._lifespans -= 1
+            if self._lifespans == 0 and "handles" in self.__dict__:
+                with anyio.CancelScope(shield=True):
+                    await self.handles.aclose()
             if self._lifespans == 0 and "tasks" in self.__dict__:
                 with anyio.CancelScope(shield=True):
                     await self.tasks.aclose()
@@ -756,7 +797,8 @@ def _internal(name: str, schema: dict[str, Any] | None) -> CallToolResult:
     )
 
 
-def _tool_of(skill: Skill) -> MCPTool:
+def _tool_of(skill: Skill, handles: bool = False) -> MCPTool:
+    """The tool of a skill; `handles`: a long one's output schema admits its run handle too."""
     description = skill.description
     if skill.kind == "instructions":
         description = f"Instructions: {description}"
@@ -766,7 +808,7 @@ def _tool_of(skill: Skill) -> MCPTool:
         title=skill.title,
         description=description,
         input_schema=skill.input_schema,
-        output_schema=skill.output_schema,
+        output_schema=handle_schema(skill.output_schema) if handles and _may_task(skill) else skill.output_schema,
         annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
         execution=ToolExecution(task_support="optional") if _may_task(skill) else None,
         _meta=ui_meta(skill.kind == "pipeline" or (isinstance(skill, MetaSkill) and skill.long_running)),
@@ -902,6 +944,7 @@ def create_server(
     page_size: int = DEFAULT_PAGE_SIZE,
     allow_dirs: Sequence[str | Path] | None = None,
     backends: Backends | None = None,
+    handle_after: float | None = None,
 ) -> OrchestratorServer:
     """Build the server: built-in skills < home skills < each of `skill_dirs` (later wins).
 
@@ -909,7 +952,8 @@ def create_server(
     page of tools/list, resources/list, prompts/list and skills/list. `allow_dirs`: the folders
     file built-ins may read (default: `$ORCHESTRATOR_ALLOW_DIRS`, else the working directory; a
     client's MCP roots narrow them). `backends`: the shared state and queue of the distributed
-    mode (default: the home's state.sqlite, runs in this process).
+    mode (default: the home's state.sqlite, runs in this process). `handle_after`: seconds before
+    a long call answers with a run handle (default: `tasks: handle_after_s` of config.yaml, 45; 0 never).
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
@@ -972,6 +1016,7 @@ def create_server(
         catalogue=catalogue,
         catalogue_threshold=catalogue_threshold,
         page_size=page_size,
+        handle_after=handle_after,
     )
     server.pending = PendingPipelines(server)  # a pipeline waiting for an upstream is pending, not broken
     for problem in server.pending.sort_out(catalog.problems()):

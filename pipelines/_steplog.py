@@ -69,7 +69,7 @@ def step_error(step_id: str, exc: BaseException | str) -> dict[str, Any]:
 
     if isinstance(exc, str):
         return dict(error_envelope(exc, error_type="skill_failed", where=f"step '{step_id}'"))
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
+    if isinstance(exc, anyio.get_cancelled_exc_class()) or _being_cancelled():
         return dict(error_envelope("cancelled", error_type="cancelled", where=f"step '{step_id}'", retryable=True))
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, SkillsError):
@@ -87,6 +87,12 @@ def step_error(step_id: str, exc: BaseException | str) -> dict[str, Any]:
             retryable=cause.retryable if isinstance(cause, SkillsError) else False,
         )
     )
+
+
+def _being_cancelled() -> bool:
+    """Whether this task is being cancelled (the run is): a step's failure then is the cancel."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @contextlib.contextmanager
@@ -129,6 +135,7 @@ class StepLog:
         """Paths under way -> what their inner steps spent so far (a loop's usage is theirs)."""
         self._progress: dict[str, Any] | None = None
         self._dirty = anyio.Event()
+        self._stop = anyio.Event()
         self._pump: asyncio.Task[None] | None = None
 
     # -- paths -----------------------------------------------------------------------------------
@@ -222,11 +229,16 @@ class StepLog:
         self._pump = asyncio.get_running_loop().create_task(self._run(), name=f"step records {self.run_id}")
 
     async def _run(self) -> None:
-        while True:
+        """Write what changed, at most every `FLUSH_EVERY` seconds, until `close` (which waits for
+        a write under way: a write abandoned half way could land after the run's last one)."""
+        while not self._stop.is_set():
             await self._dirty.wait()
             self._dirty = anyio.Event()
+            if self._stop.is_set():
+                return
             await self.flush()
-            await anyio.sleep(FLUSH_EVERY)  # what happens meanwhile is written in one go
+            with anyio.move_on_after(FLUSH_EVERY):  # what happens meanwhile is written in one go
+                await self._stop.wait()
 
     async def flush(self) -> None:
         rows, self._pending = list(self._pending.values()), {}
@@ -243,7 +255,8 @@ class StepLog:
         with anyio.CancelScope(shield=True):
             pump, self._pump = self._pump, None
             if pump is not None:
-                pump.cancel()
+                self._stop.set()
+                self._dirty.set()
                 with contextlib.suppress(asyncio.CancelledError):
                     await pump
             ended = "failed" if status == "succeeded" else status

@@ -219,8 +219,9 @@ class RunContext:
         except BaseException as exc:
             if path is not None and self.steps is not None:
                 usage = spent.as_dict() if spent.calls or spent.total_tokens else None
-                status = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "failed"
-                self.steps.end(path, status, error=step_error(step.id, exc), usage=usage)
+                error = step_error(step.id, exc)
+                status = "cancelled" if error["error"]["type"] == "cancelled" else "failed"
+                self.steps.end(path, status, error=error, usage=usage)
             raise
         if path is not None and self.steps is not None:
             usage = spent.as_dict() if spent.calls or spent.total_tokens else None

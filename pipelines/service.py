@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
-from collections.abc import AsyncGenerator, Callable, Collection
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -29,7 +29,7 @@ from ._checkpoints import saver as checkpoint_saver
 from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
 from ._steplog import StepLog
-from .errors import Issue, PipelineError, RunStopped, StepFailed, VerificationError
+from .errors import Issue, PipelineError, RunCancelled, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
@@ -116,6 +116,9 @@ class PipelineService:
         self._saver_stack: AsyncExitStack | None = None
         self._saver_users = 0
         self._saver_lock = anyio.Lock()
+        self.live: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
+        """Runs of this process (driven here, or waited for on a worker): their cancel scope, and
+        an event set once they ended and their record says so (`cancel_here`, `wait_here`)."""
 
     models: Callable[[], Collection[str]] | None = None
     """The model roles and ids the server knows; set with `use_models` (pipelines cannot import adapters)."""
@@ -234,7 +237,7 @@ class PipelineService:
             source = await anyio.to_thread.run_sync(skill.body)
             start = functools.partial(self._shared.start, source=source, queued=True, started_by=owner)
             await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
-            return await self._through_queue(skill.name, run_id, ctx, resume=False)
+            return await self._here(run_id, self._through_queue(skill.name, run_id, ctx, resume=False))
         start = functools.partial(self.store.start, started_by=owner)
         await self._store(start, run_id, skill.name, str(skill.file), inputs, artifacts)
         return await self.drive(skill, inputs, ctx, run_id, resume=False, gate=gate)
@@ -268,7 +271,7 @@ class PipelineService:
             )
         if self._queued(ctx, gate):
             await self._store(self._shared.queue, run_id)
-            return await self._through_queue(record.pipeline, run_id, ctx, resume=True)
+            return await self._here(run_id, self._through_queue(record.pipeline, run_id, ctx, resume=True))
         published = self.catalog.find(record.pipeline)
         if isinstance(published, PipelineSkill) and (not record.file or str(published.file) == record.file):
             skill = published
@@ -278,6 +281,39 @@ class PipelineService:
             skill = self.pipeline(record.pipeline)
         await self._store(self.store.resumed, run_id)
         return await self.drive(skill, record.inputs, ctx, run_id, resume=True, gate=gate)
+
+    async def _here(self, run_id: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        """Await `work` (a run, or the wait for a worker's run) as `run_id` of this process:
+        `cancel_here` stops it, `wait_here` waits for its end (after its record says how it ended)."""
+        scope, ended = anyio.CancelScope(), anyio.Event()
+        self.live[run_id] = (scope, ended)
+        try:
+            with scope:
+                return await work
+            raise SkillCancelledError(
+                f"run {run_id} was cancelled",
+                hint=f"`orchestrator runs resume {run_id}` continues it (finished steps are kept)",
+            )
+        finally:
+            self.live.pop(run_id, None)
+            ended.set()
+
+    def cancel_here(self, run_id: str) -> bool:
+        """Cancel a run this process runs (or waits for on a worker); False when it runs elsewhere."""
+        here = self.live.get(run_id)
+        if here is None:
+            return False
+        here[0].cancel()
+        return True
+
+    async def wait_here(self, run_id: str, seconds: float) -> bool:
+        """Wait up to `seconds` for a run of this process to end; False when it runs elsewhere."""
+        here = self.live.get(run_id)
+        if here is None:
+            return False
+        with anyio.move_on_after(seconds):
+            await here[1].wait()
+        return True
 
     async def drive(
         self,
@@ -292,7 +328,9 @@ class PipelineService:
         """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too)."""
         attributes = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.agent.name": skill.name, "run.id": run_id}
         with tracing.span(f"invoke_workflow {skill.name}", attributes=attributes):
-            return await self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate)
+            if run_id in self.live:  # a pipeline step's own run, driven inside its caller's `_here`
+                return await self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate)
+            return await self._here(run_id, self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate))
 
     async def _drive(
         self,
@@ -302,7 +340,7 @@ class PipelineService:
         run_id: str,
         *,
         resume: bool,
-        gate: StepGate | None,
+        gate: StepGate | None = None,
     ) -> dict[str, Any]:
         from .runtime import run_pipeline
 
@@ -342,9 +380,10 @@ class PipelineService:
         except PipelineError as exc:
             step = exc.step_id if isinstance(exc, StepFailed) else None
             failure = describe_failure(exc, run_id, skill)
+            ended = "cancelled" if isinstance(exc, RunCancelled) else "failed"
             await steps.close(ended)
             finish = functools.partial(
-                self.store.finish, run_id, "failed", error=str(exc), failed_step=step, envelope=error_envelope(failure)
+                self.store.finish, run_id, ended, error=str(exc), failed_step=step, envelope=error_envelope(failure)
             )
             await self._store(finish)
             raise failure from None

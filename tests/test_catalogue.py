@@ -21,6 +21,9 @@ META = {
     "orchestrate",
     "spawn_agent",
     "run_pipeline",
+    "list_runs",
+    "get_run",
+    "cancel_run",
 }
 CATALOGUE = {"find_skills", "read_skill", "call_skill"}
 ADD = {

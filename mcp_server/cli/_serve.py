@@ -81,6 +81,15 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     serve.add_argument(
         "--page-size", metavar="N", type=positive_int, default=500, help="items per page of the list methods (500)"
     )
+    serve.add_argument(
+        "--handle-after",
+        metavar="SECONDS",
+        type=_handle_after,
+        default=None,
+        help="a long call (pipeline, agent, create_skill, ...) from a client that did not ask for a task "
+        "answers with a run handle once it has run this long, and goes on (get_run follows it); 0 never "
+        "(default: tasks: handle_after_s in config.yaml, else 45)",
+    )
     add_allow_dir(serve)
     serve.set_defaults(handler=_cmd_serve)
 
@@ -209,6 +218,13 @@ def _seconds(text: str) -> float:
     value = _number(text, float, "a number of seconds")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _handle_after(text: str) -> float:
+    value = _number(text, float, "a number of seconds")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds >= 0 (0: never answer with a handle)")
     return value
 
 

@@ -46,7 +46,8 @@ def server(args: argparse.Namespace, *, watch: bool = False) -> OrchestratorServ
     servers = getattr(args, "servers", None)
     if servers and not Path(servers).expanduser().is_file():
         raise UsageError(f"--servers {servers}: no such file", "give a JSON file with an mcpServers object")
-    listing = {k: getattr(args, k) for k in ("catalogue", "catalogue_threshold", "page_size") if hasattr(args, k)}
+    names = ("catalogue", "catalogue_threshold", "page_size", "handle_after")
+    listing = {k: getattr(args, k) for k in names if hasattr(args, k)}
     return create_server(
         backends=backends(args),
         home=home(args),

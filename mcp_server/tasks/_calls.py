@@ -213,6 +213,9 @@ async def _start(
 
     inbox = ctx.extras.get(INBOX_KEY)
     if not isinstance(inbox, InputInbox):  # nothing can pause: run it here and now
+        handles = service.handles
+        if handles is not None and handles.applies(target):  # a long call: a run handle if it takes long
+            return await handles.call(target, arguments, ctx, target.body(arguments, ctx))
         return await target.body(arguments, ctx)()
     if state:
         run_id = (state.get("run") or [None])[0]

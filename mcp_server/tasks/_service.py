@@ -41,6 +41,8 @@ from .store import TaskLimits, TaskRecord, TaskState, TaskStore
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
 
+    from .._handles import RunHandles
+
 __all__ = ["TaskService"]
 
 log = logging.getLogger("mcp_server.tasks")
@@ -69,6 +71,8 @@ class TaskService:
         self.sinks = sinks
         """The progress and log channels of a request (to attach a round to its execution)."""
         self.host = ExecutionHost()
+        self.handles: RunHandles | None = None
+        """The server's run handles (`.._handles`): a long call without a task may answer with one."""
         self.tasks: dict[str, Execution] = {}
         """Executions of the tasks this process runs, by task id."""
         self.records: dict[str, TaskRecord] = {}

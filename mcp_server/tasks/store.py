@@ -130,6 +130,9 @@ class TaskLimits(BaseModel):
     """A parked call whose client does not come back for its next round within this is stopped."""
     poll_interval_ms: int = 500
     """The polling interval suggested to clients."""
+    handle_after_s: float = 45.0
+    """A long call from a client that did not ask for a task answers with a run handle once it
+    has run this long (`serve --handle-after` overrides it; 0: never)."""
 
 
 def load_task_limits(config: Path) -> TaskLimits:
