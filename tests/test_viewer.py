@@ -21,6 +21,9 @@ import pytest
 from _browser import CHROMIUM, chromium
 from _http import ORCHESTRATOR, http_server
 from helpers import write_skill
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 TOKEN = "viewer-test-token-123"
 HOSTILE = '<script>window.pwned = 1</script>"><img src=x onerror="window.pwned = 2">'
@@ -195,3 +198,39 @@ def test_runs_show_prints_every_step_with_its_status_and_error(home: Path, tmp_p
     )
     assert [(s["path"], s["status"]) for s in data["steps"]] == [("prepare", "succeeded"), ("explode", "failed")]
     assert all(isinstance(s["duration"], float) for s in data["steps"])
+
+
+async def test_a_running_run_is_cancelled_from_the_viewer_with_its_csrf_token(home: Path, tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    write_skill(
+        home / "skills",
+        "slow",
+        contract={"run": {"python": "impl:slow"}},
+        impl=f"import time, pathlib\ndef slow():\n    while not pathlib.Path({str(release)!r}).exists():\n"
+        "        time.sleep(0.05)\n    return 1\n",
+    )
+    (home / "pipelines").mkdir(parents=True, exist_ok=True)
+    (home / "pipelines" / "long.yaml").write_text("id: long\nsteps:\n  - id: wait\n    skill: slow\n")
+    answered: list[Any] = []
+    async with http_server(home) as served, anyio.create_task_group() as tg:
+
+        async def start() -> None:
+            http = create_mcp_http_client()
+            async with http, Client(streamable_http_client(served.url, http_client=http)) as client:
+                answered.append(await client.call_tool("long", {}))
+
+        tg.start_soon(start)
+        base = f"http://127.0.0.1:{served.port}"
+        async with httpx2.AsyncClient(base_url=base) as http:
+            with anyio.fail_after(60):
+                while not (runs := (await http.get("/runs/api/runs", params={"status": "running"})).json()["runs"]):
+                    await anyio.sleep(0.05)
+            run_id = runs[0]["run_id"]
+            assert (await http.get(f"/runs/api/runs/{run_id}")).json()["actions"]["cancel"] is True
+            csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', (await http.get("/runs/")).text)
+            assert csrf is not None
+            done = await http.post(f"/runs/api/runs/{run_id}/cancel", headers={"x-csrf-token": csrf[1]})
+            assert done.status_code == 200 and done.json()["cancelled"] is True
+            assert (await http.get(f"/runs/api/runs/{run_id}")).json()["run"]["status"] == "cancelled"
+        release.touch()
+    assert answered and answered[0].is_error
