@@ -198,9 +198,14 @@ class RunHandles:
             "run_id": run_id,
             "status": "running",
             "progress": live.progress,
-            "hint": f"the run goes on in the server: call get_run with run_id {run_id} (and wait: 60 to wait "
+            "hint": f"the run goes on in the server: call get_run with run_id {run_id} (and wait: 30 to wait "
             f"for its end) for its progress and outputs; cancel_run stops it",
         }
+        if live.owner.startswith("request:"):  # no identity outlives this request: no one could come back
+            data["hint"] += (
+                "; this client has no identity beyond one request (no session, no authentication): send "
+                "an Authorization bearer token with every request to come back to its runs"
+            )
         text = json.dumps(data, ensure_ascii=False, indent=1)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 

@@ -148,6 +148,10 @@ async def get_run(service: PipelineService, arguments: dict[str, Any], ctx: Skil
         record = await _wait(service, record, wait, ctx)
     steps = await anyio.to_thread.run_sync(service.store.steps, record.run_id)
     data = _summary(record)
+    handles = _handles(ctx)
+    live = handles.live.get(record.run_id) if handles is not None else None
+    if live is not None and data["progress"] is None:  # a tool run handed over here: its progress is in memory
+        data["progress"] = live.progress
     data["duration"] = (record.ended or time.time()) - record.started
     data["steps"] = [{k: v for k, v in s.as_dict().items() if k in _STEP["properties"] or k == "parent"} for s in steps]
     if record.status == "succeeded":

@@ -262,6 +262,9 @@ class PipelineService:
         record = await self._store(self.store.get, run_id)
         if record is None or (viewer is not None and not may_see(record, viewer)):
             raise PipelineError(f"no run '{run_id}'", hint="`orchestrator runs list` shows the runs")
+        if record.kind == "tool":  # a long call followed by a run handle: no checkpoints to resume from
+            what = f"run {run_id} is a call of '{record.pipeline}', not a pipeline run"
+            raise PipelineError(what, hint="call it again")
         if record.status == "succeeded":
             raise PipelineError(f"run {run_id} already succeeded", hint="start a new run instead")
         if record.status == "running":

@@ -83,7 +83,8 @@ def test_docs_prints_the_section_a_hint_cites(env: dict[str, str], tmp_path: Pat
 
 def test_docs_lists_the_pages_and_says_what_it_cannot_find(env: dict[str, str], tmp_path: Path) -> None:
     listed = run_cli("docs", env=env, cwd=tmp_path)
-    assert listed.code == 0 and "Pages: cli, index, models, observability, pipelines, servers, skills" in listed.out
+    pages = "Pages: cli, index, long-work, models, observability, pipelines, servers, skills"
+    assert listed.code == 0 and pages in listed.out
     page = run_cli("docs", "servers", env=env, cwd=tmp_path)
     assert page.code == 0 and page.out == (DOCS / "servers.md").read_text(encoding="utf-8")
     typo = run_cli("docs", "pipline", env=env, cwd=tmp_path)

@@ -68,12 +68,12 @@ async def _handle(client: Client, tool: str, arguments: dict[str, Any], seen: li
     return handle["run_id"]
 
 
-async def _until_held(client: Client, run_id: str) -> dict[str, Any]:
-    """get_run until the run's `held` step is under way (its records trail the run by a moment)."""
+async def _until_step(client: Client, run_id: str, step: str) -> dict[str, Any]:
+    """get_run until the run's `step` is under way (its records trail the run by a moment)."""
     with anyio.fail_after(60):
         while True:
             data = _data(await client.call_tool("get_run", {"run_id": run_id}))
-            if any(s["path"] == "held" for s in data["steps"]) and data["progress"]:
+            if any(s["path"] == step for s in data["steps"]) and data["progress"]:
                 return data
             await anyio.sleep(0.05)  # a poll with a deadline: the records are written by a background pump
 
@@ -87,7 +87,7 @@ async def test_a_pipeline_longer_than_the_clients_timeout_answers_a_handle_and_g
     seen: list[str] = []
     async with Client(create_server(home=home, skill_dirs=[skills], handle_after=1), mode=mode) as client:  # type: ignore[arg-type]
         run_id = await _handle(client, "slow", {"marker": str(marker)}, seen)
-        running = await _until_held(client, run_id)
+        running = await _until_step(client, run_id, "held")
         assert running["status"] == "running" and running["progress"]["message"] == "held: started"
         assert {s["path"]: s["status"] for s in running["steps"]} == {"first": "succeeded", "held": "running"}
         listed = _data(await client.call_tool("list_runs", {"status": "running"}))
@@ -112,6 +112,7 @@ async def test_cancel_run_stops_a_handed_over_run_and_get_run_says_how_it_ended(
     publish(home, "id: stuck\nsteps:\n  - id: wait\n    skill: hang\n    parameters: {}\n")
     async with Client(create_server(home=home, skill_dirs=[skills], handle_after=1)) as client:
         run_id = await _handle(client, "stuck", {})
+        await _until_step(client, run_id, "wait")
         stopped = _data(await client.call_tool("cancel_run", {"run_id": run_id}))
         assert stopped == {"run_id": run_id, "status": "cancelled", "cancelled": True}
         after = _data(await client.call_tool("get_run", {"run_id": run_id}))
@@ -155,3 +156,24 @@ async def test_handles_over_stdio(home: Path, skills: Path, tmp_path: Path) -> N
         with anyio.fail_after(60):
             done = _data(await client.call_tool("get_run", {"run_id": run_id, "wait": 30}))
     assert done["status"] == "succeeded" and done["outputs"]["held"] is True
+
+
+async def test_a_fastmcp_client_over_http_follows_a_handle_to_the_outputs(
+    home: Path, skills: Path, tmp_path: Path
+) -> None:
+    from _http import http_server
+    from fastmcp import Client as FastMCPClient
+
+    publish(home, SLOW)
+    marker = tmp_path / "marker"
+    async with (
+        http_server(home, "--skills", str(skills), "--handle-after", "1") as served,
+        FastMCPClient(served.url, auth="my-own-key") as client,  # a bearer token: an identity that lasts
+    ):
+        answer = await client.call_tool("slow", {"marker": str(marker)}, timeout=CLIENT_TIMEOUT)
+        handle = answer.structured_content or {}
+        assert handle.get("status") == "running", handle
+        marker.touch()
+        run = await client.call_tool("get_run", {"run_id": handle["run_id"], "wait": 30}, timeout=60)
+    data = run.structured_content or {}
+    assert data["status"] == "succeeded" and data["outputs"]["held"] is True, data

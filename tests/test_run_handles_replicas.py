@@ -10,17 +10,15 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import _scale
-import anyio
 from _http import http_server
 from _scale import _env
 from fixtures.run_skills import python_skills, text_of
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from test_run_handles import SLOW, _data, _handle
+from test_run_handles import SLOW, _data, _handle, _until_step
 
 postgres_server, pg_url = _scale.postgres_server, _scale.pg_url  # real servers
 
@@ -30,15 +28,6 @@ async def _bearing(url: str, token: str, mode: str = "auto") -> AsyncIterator[Cl
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
         yield client
-
-
-async def _until_recorded(client: Client, run_id: str, step: str) -> dict[str, Any]:
-    with anyio.fail_after(60):
-        while True:
-            data = _data(await client.call_tool("get_run", {"run_id": run_id}))
-            if any(s["path"] == step for s in data["steps"]):
-                return data
-            await anyio.sleep(0.05)  # a poll with a deadline: another process writes the records
 
 
 async def test_another_replica_follows_and_cancels_a_run_handed_over_by_the_first_and_no_one_else_sees_it(
@@ -61,7 +50,7 @@ async def test_another_replica_follows_and_cancels_a_run_handed_over_by_the_firs
         _bearing(b.url, theirs) as other,
     ):
         run_id = await _handle(via_a, "slow", {"marker": str(marker)})
-        running = await _until_recorded(via_b, run_id, "held")
+        running = await _until_step(via_b, run_id, "held")
         assert running["status"] == "running"
         assert run_id in [r["run_id"] for r in _data(await via_b.call_tool("list_runs", {}))["runs"]]
         for tool in ("get_run", "cancel_run"):  # another client: as for an unknown id
@@ -74,7 +63,7 @@ async def test_another_replica_follows_and_cancels_a_run_handed_over_by_the_firs
         assert done["status"] == "succeeded" and done["outputs"]["held"] is True
 
         stuck = await _handle(via_a, "stuck", {})
-        await _until_recorded(via_b, stuck, "wait")
+        await _until_step(via_b, stuck, "wait")
         stopped = _data(await via_b.call_tool("cancel_run", {"run_id": stuck}))
         assert stopped == {"run_id": stuck, "status": "cancelled", "cancelled": True}
         after = _data(await via_a.call_tool("get_run", {"run_id": stuck}))

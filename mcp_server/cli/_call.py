@@ -46,6 +46,7 @@ def add_parsers(sub: Any, parents: Parents) -> None:
 def _cmd_call(args: argparse.Namespace) -> int:
     arguments = parse_pairs(args.args, "--arg")
     orchestrator = server(args)
+    orchestrator.handle_after = 0  # the command waits for the call itself: no run handle
     import anyio
 
     from .._upstreams import needed_servers
