@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
+from mcp.server.apps import Apps
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
@@ -92,6 +93,7 @@ from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
+from ._app_ui import RUN_APP_MIME, RUN_APP_URI, run_app_html, ui_meta
 from ._asking import attach_asker
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
@@ -102,6 +104,7 @@ from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
 from ._results import cancel_pending, error_result, to_result, where_in
 from ._skills_ext import SkillsExtension
+from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
 from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
@@ -157,7 +160,7 @@ class OrchestratorServer(MCPServer):
             instructions=INSTRUCTIONS,
             log_level="WARNING",
             lifespan=lambda _: self._lifespan(),
-            extensions=[SkillsExtension(lambda: self.catalog, pager)],
+            extensions=[SkillsExtension(lambda: self.catalog, pager), Apps()],  # Apps: the run app (`_app_ui`)
         )
         self.pager = pager
         self.catalogue: CatalogueMode = catalogue
@@ -212,6 +215,7 @@ class OrchestratorServer(MCPServer):
         low.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
         self._wire_cache: dict[tuple[str, str, int, str], Any] = {}
         low.middleware.append(self._cached_listings)
+        install_request_spans(low)
         self._lifespans = 0
         if home is not None:  # tasks need a home (their records live in its state.sqlite)
             install(low, lambda: self.tasks)
@@ -465,27 +469,31 @@ class OrchestratorServer(MCPServer):
         return ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_resources(self) -> list[MCPResource]:
-        return [
-            MCPResource(
-                uri=f"skill://{skill.name}/SKILL.md",
-                name=skill.name,  # the frontmatter name (SEP-2640: clients match the two)
-                title=f"{skill.title or skill.name}: SKILL.md",
-                description=skill.description,
-                mime_type="text/markdown",
-            )
-            for skill in self.catalog
-            if skill.root is not None
-        ] + [
-            MCPResource(
-                uri=f"pipeline://{skill.name}",
-                name=f"pipeline {skill.name}",
-                title=f"{skill.title or skill.name} (pipeline YAML)",
-                description=f"Source of the pipeline {skill.name}; its graph is pipeline://{skill.name}/graph.",
-                mime_type="application/yaml",
-            )
-            for skill in self.catalog
-            if skill.kind == "pipeline"
-        ]
+        return (
+            [
+                MCPResource(
+                    uri=f"skill://{skill.name}/SKILL.md",
+                    name=skill.name,  # the frontmatter name (SEP-2640: clients match the two)
+                    title=f"{skill.title or skill.name}: SKILL.md",
+                    description=skill.description,
+                    mime_type="text/markdown",
+                )
+                for skill in self.catalog
+                if skill.root is not None
+            ]
+            + [
+                MCPResource(
+                    uri=f"pipeline://{skill.name}",
+                    name=f"pipeline {skill.name}",
+                    title=f"{skill.title or skill.name} (pipeline YAML)",
+                    description=f"Source of the pipeline {skill.name}; its graph is pipeline://{skill.name}/graph.",
+                    mime_type="application/yaml",
+                )
+                for skill in self.catalog
+                if skill.kind == "pipeline"
+            ]
+            + ([_RUN_APP_RESOURCE] if self.pipelines is not None else [])  # no pipelines, no runs to show
+        )
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
         return [
@@ -520,6 +528,8 @@ class OrchestratorServer(MCPServer):
             raise resource_error(exc, str(uri), era) from None
 
     def _read_resource(self, text: str, viewer: str) -> list[ReadResourceContents]:
+        if text == RUN_APP_URI:
+            return [ReadResourceContents(content=run_app_html(), mime_type=RUN_APP_MIME)]
         if text.startswith(("pipeline://", "run://")) and self.pipelines is not None:
             content, mime = read_pipeline_resource(self.pipelines, text, viewer)
             return [ReadResourceContents(content=content, mime_type=mime)]
@@ -788,6 +798,15 @@ def _unknown_prompt_hint(name: str, prompts: list[str]) -> str:
     return "prompts/list shows the prompts"
 
 
+_RUN_APP_RESOURCE = MCPResource(
+    uri=RUN_APP_URI,
+    name="run",
+    title="A run, followed live (MCP App)",
+    description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
+    mime_type=RUN_APP_MIME,
+)
+
+
 def _internal(name: str, schema: dict[str, Any] | None) -> CallToolResult:
     """The envelope of an unexpected exception (a bug): logged with its traceback, never shown."""
     log.exception("tool %s raised an unexpected exception", name)
@@ -813,6 +832,7 @@ def _tool_of(skill: Skill, handles: bool = False) -> MCPTool:
         output_schema=handle_schema(skill.output_schema) if handles and _may_task(skill) else skill.output_schema,
         annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
         execution=ToolExecution(task_support="optional") if _may_task(skill) else None,
+        _meta=ui_meta(skill.kind == "pipeline" or (isinstance(skill, MetaSkill) and skill.long_running)),
     )
 
 

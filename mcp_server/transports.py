@@ -73,15 +73,18 @@ class BearerTokenMiddleware:
     (or costs) a session.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, *, own_gate: tuple[str, ...] = ()) -> None:
         import hmac
 
         self._compare = hmac.compare_digest
         self.app = app
         self._expected = f"Bearer {token}".encode()
+        self._own_gate = own_gate
+        """Path prefixes that check the token themselves (the run viewer: a browser's cookie)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        path: str = scope.get("path", "")
+        if scope["type"] == "http" and not any(path == p or path.startswith(p + "/") for p in self._own_gate):
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not self._compare(given, self._expected):
                 body = b'{"error": "unauthorized", "hint": "send Authorization: Bearer <ORCHESTRATOR_TOKEN>"}'
@@ -161,12 +164,13 @@ def http_app(
     allowed_hosts: Sequence[str] = (),
     limits: SessionLimits | None = None,
 ) -> ASGIApp:
-    """The ASGI app serving `/mcp` (stateful sessions unless `stateless`)."""
+    """The ASGI app serving `/mcp` (stateful sessions unless `stateless`) and the run viewer at `/runs`."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from starlette.applications import Starlette
-    from starlette.routing import Route
+    from starlette.routing import BaseRoute, Mount, Route
 
     from ._sessions import FairSessionManager, StatelessManager
+    from ._viewer import viewer_for
 
     limits = limits or SessionLimits()
     security = transport_security(host, allowed_hosts)
@@ -185,11 +189,13 @@ def http_app(
             session_idle_timeout=limits.idle_timeout,
             max_sessions=limits.max_sessions,
         )
-    app: ASGIApp = Starlette(
-        routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run()
-    )
+    routes: list[BaseRoute] = [Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))]
+    viewer = viewer_for(server, token=auth_token, hosts=security.allowed_hosts, origins=security.allowed_origins)
+    if viewer is not None:
+        routes.append(Mount("/runs", app=viewer))
+    app: ASGIApp = Starlette(routes=routes, lifespan=lambda _: manager.run())
     if auth_token:
-        app = BearerTokenMiddleware(app, auth_token)
+        app = BearerTokenMiddleware(app, auth_token, own_gate=("/runs",))
     return app
 
 

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from .spec import DEFAULT_MAX_ITERATIONS, PipelineSpec, StepSpec
 
-__all__ = ["example_arguments", "help_text", "mermaid"]
+__all__ = ["example_arguments", "graph", "help_text", "mermaid"]
 
 _WIDTH = 60  # longest expression shown before it is cut
 
@@ -244,3 +244,24 @@ def mermaid(spec: PipelineSpec) -> str:
     chart.lines.append('  END(["end"])')
     chart.edge(ends, "END")
     return "\n".join([*chart.lines, *chart.edges]) + "\n"
+
+
+def graph(spec: PipelineSpec) -> list[dict[str, Any]]:
+    """The pipeline's steps as a tree for drawing (the run viewer colours it by step status).
+
+    Each node: `id` (unique in the pipeline: the run's step records name it as `step_id`),
+    `kind` (`skill`, `agent`, `for`, `while`, `if`, `group`), `label` (what it calls, or its loop
+    head or condition) and `children` (a loop's body, every branch of an `if`, a group's steps).
+    """
+    return [_node(step) for step in spec.steps]
+
+
+def _node(step: StepSpec) -> dict[str, Any]:
+    kind = step.kind
+    if kind == "if":
+        label = f"if {_show(step.if_.condition) if step.if_ else ''}"
+    elif kind in ("for", "while"):
+        label = _loop_head(step, _WIDTH)
+    else:
+        label = step.callee or kind
+    return {"id": step.id, "kind": kind, "label": label, "children": [_node(s) for s in step.children()]}

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from skills import Catalog, SkillContext, SkillRunError, SkillsError
+from skills import Catalog, SkillContext, SkillRunError, SkillsError, tracing
 from skills.core._schema import check_arguments
 from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.core.contract import RunSpec, SkillContract
@@ -360,12 +360,14 @@ class RunContext:
             log_fn=self.skill_ctx.log_fn,
             extras=extras,
         )
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "pipeline.step": step.id}
         try:
-            if step.timeout:
-                with anyio.fail_after(step.timeout):
+            with tracing.span(f"execute_tool {name}", attributes=attributes):
+                if step.timeout:
+                    with anyio.fail_after(step.timeout):
+                        result = await work(ctx)
+                else:
                     result = await work(ctx)
-            else:
-                result = await work(ctx)
         except RunPartial as partial:  # a pipeline that went to its end with failed steps: it rolls up
             result = partial.result
         except TimeoutError:

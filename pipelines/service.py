@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 
-from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunError, SkillsError
+from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunError, SkillsError, tracing
 from skills.core.errors import clip, error_envelope
 
 from ._checkpoints import saver as checkpoint_saver
@@ -396,9 +396,11 @@ class PipelineService:
         gate: StepGate | None = None,
     ) -> dict[str, Any]:
         """Run or resume `skill` in this process under `run_id`, recording it (a worker's run task too)."""
-        if run_id in self.live:  # a pipeline step's own run, driven inside its caller's `_here`
-            return await self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate)
-        return await self._here(run_id, self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate))
+        attributes = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.agent.name": skill.name, "run.id": run_id}
+        with tracing.span(f"invoke_workflow {skill.name}", attributes=attributes):
+            if run_id in self.live:  # a pipeline step's own run, driven inside its caller's `_here`
+                return await self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate)
+            return await self._here(run_id, self._drive(skill, inputs, ctx, run_id, resume=resume, gate=gate))
 
     async def _drive(
         self,

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from mcp_types.version import is_version_at_least
 
-from skills import Home, SkillContext, SkillRunError
+from skills import Home, SkillContext, SkillRunError, tracing
 from skills.core.models import Completion, NoModelProviderError, Usage
 
 from ..context import request_of
@@ -116,11 +116,27 @@ class ProviderAccess:
             thinking=thinking,
         )
         provider = self.provider_for(request)
-        try:
-            completion = await provider.complete(request)
-        except anyio.get_cancelled_exc_class():  # cut off (a timeout, a cancel) before its answer:
-            self._spend(estimate_sent(request))  # what was sent is spent; its answer reports nothing
-            raise
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "anthropic" if provider.name == "anthropic" else "mcp.sampling",
+            "gen_ai.request.model": info.id,
+            "gen_ai.request.max_tokens": request.max_tokens,
+        }
+        with tracing.span(f"chat {info.id}", "client", attributes) as span:
+            try:
+                completion = await provider.complete(request)
+            except anyio.get_cancelled_exc_class():  # cut off (a timeout, a cancel) before its answer:
+                self._spend(estimate_sent(request))  # what was sent is spent; its answer reports nothing
+                raise
+            tracing.set_attributes(
+                span,
+                {
+                    "gen_ai.response.model": completion.model or None,
+                    "gen_ai.response.finish_reasons": [completion.stop_reason],
+                    "gen_ai.usage.input_tokens": completion.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": completion.usage.output_tokens,
+                },
+            )
         self._spend(completion.usage)
         return completion
 

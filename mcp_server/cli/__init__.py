@@ -21,6 +21,7 @@ naming its handler with `set_defaults(handler=...)`:
     _upstreams  the upstream MCP servers a command needs (--servers, --connect-timeout)
     _docs       docs: the user reference of docs/, from the checkout or the installed copy
     _scale      --state/--queue/--artifacts (the distributed mode) and worker
+    _ui         ui: the run viewer for stdio users
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import _call, _docs, _doctor, _pipelines, _run, _runs, _scale, _serve, _servers, _setup, _skills, _upstreams
+from . import _call, _docs, _doctor, _pipelines, _run, _runs, _scale, _serve, _servers, _setup, _skills, _ui, _upstreams
 from ._common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -107,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         _doctor.add_parsers,
         _docs.add_parsers,
         _scale.add_parsers,
+        _ui.add_parsers,
     ):
         add_parsers(sub, parents)
     return parser
@@ -143,6 +145,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = EXIT_OK
     except Exception as exc:  # the top-level handler: a clean line, the traceback only in the log
         code = _report(exc)
+    tracing = sys.modules.get("skills.tracing")  # loaded by whatever ran: export its spans before exiting
+    if tracing is not None:
+        tracing.flush()
     raise SystemExit(code)
 
 

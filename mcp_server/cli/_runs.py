@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from ._allow import add_allow_dir
 from ._common import EXIT_OK, PROG, Parents, UsageError, home, positive_int, print_json
@@ -25,7 +25,7 @@ from ._server import server
 if TYPE_CHECKING:
     from mcp_server.tasks import TaskRecord
     from pipelines._stepping import StepGate
-    from pipelines.runs import RunRecord, RunStore
+    from pipelines.runs import RunRecord, RunStore, StepRecord
     from skills import SkillContext
 
 MAX_FILES_SHOWN = 50
@@ -42,7 +42,9 @@ def add_parsers(sub: Any, parents: Parents) -> None:
     listing.add_argument("--limit", metavar="N", type=positive_int, default=20, help="at most N runs (default: 20)")
     listing.set_defaults(handler=_list)
     show = actions.add_parser(
-        "show", parents=[common, json_opt, scale], help="one run: status, inputs, result or error, artifacts"
+        "show",
+        parents=[common, json_opt, scale],
+        help="one run: status, every step (status, duration, usage, error), result, artifacts",
     )
     show.add_argument("run", metavar="RUN", help="a run id (or a unique prefix of one)")
     show.set_defaults(handler=_show)
@@ -280,8 +282,10 @@ def _show(args: argparse.Namespace) -> int:
         _tell(store)
     files = _artifact_files(record)
     workers = store.workers(record.run_id) if isinstance(store, _CountsWorkers) else {}  # the distributed mode
+    steps = store.steps(record.run_id) if store is not None else []
     if args.json:
-        print_json(_record_json(record) | {"artifact_files": files} | ({"workers": workers} if workers else {}))
+        data = _record_json(record) | {"steps": [s.as_dict() for s in steps], "artifact_files": files}
+        print_json(data | ({"workers": workers} if workers else {}))
         return EXIT_OK
     took = _duration(record)
     rows: list[tuple[str, Any]] = [
@@ -301,6 +305,10 @@ def _show(args: argparse.Namespace) -> int:
     for label, value in rows:
         if value is not None:
             print(f"{label + ':':<13}{value}")
+    if steps:
+        print("\nsteps:")
+        for step in steps:
+            print("  " + _step_line(step))
     for label, value in (("inputs", record.inputs), ("result", record.result)):
         if value is not None:
             text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
@@ -322,6 +330,23 @@ def _show(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _step_line(step: StepRecord) -> str:
+    """One step of `runs show`: status, path (indented by nesting), duration, usage, error."""
+    depth = step.path.count("/") + (1 if step.kind == "item" else 0)
+    name = "  " * depth + step.path
+    took = f"{step.duration:.2f}s" if step.duration is not None else "-"
+    parts = [f"{step.status:<11}{name:<32} {took:>8}"]
+    usage = step.usage or {}
+    if usage.get("calls") or usage.get("total_tokens"):
+        tokens = usage.get("total_tokens") or (usage.get("input_tokens", 0) + usage.get("output_tokens", 0))
+        parts.append(f"{tokens:,} tokens ${float(usage.get('cost_usd') or 0):.4f}")
+    error = (step.error or {}).get("error")
+    if isinstance(error, dict):
+        body = cast("dict[str, Any]", error)
+        parts.append(f"{body.get('type')}: {body.get('message')}")
+    return "  ".join(parts)
 
 
 # -- resume ------------------------------------------------------------------------------------

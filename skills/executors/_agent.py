@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import anyio
 
+from .. import tracing
 from ..core._json import JSON
 from ..core._schema import ANY_JSON, check_arguments, check_output, nullable
 from ..core.base import SkillContext
@@ -355,11 +356,14 @@ class _Agent:
                 "agent": self.name,
             },
         )
-        try:
-            check_arguments(name, skill.input_schema, args)
-            text, is_error = as_text(await skill.run(args, tool_ctx))
-        except SkillsError as exc:
-            text, is_error = envelope_text(exc), True
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
+        with tracing.span(f"execute_tool {name}", attributes=attributes) as span:
+            try:
+                check_arguments(name, skill.input_schema, args)
+                text, is_error = as_text(await skill.run(args, tool_ctx))
+            except SkillsError as exc:
+                text, is_error = envelope_text(exc), True
+                tracing.fail(span, exc.error_type, str(exc))
         if is_error:
             await self.ctx.log("info", f"{self.name}: {name} failed: {text[:200]}")
         return tool_result(call_id, text, is_error=is_error)
@@ -386,8 +390,14 @@ async def run_agent(
     status: AgentStatus = "timeout"
     final: dict[str, Any] | None = None
     shared = agent.budget.time_left() if agent.budget is not None else None
-    with anyio.move_on_after(spec.timeout if shared is None else min(spec.timeout, shared)) as clock:
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": skill.name}
+    with (
+        tracing.span(f"invoke_agent {spec.role or skill.name}", attributes=attributes) as span,
+        anyio.move_on_after(spec.timeout if shared is None else min(spec.timeout, shared)) as clock,
+    ):
         status, final = await agent.loop(tools, arguments)
+        if status != "success":
+            tracing.fail(span, "skill_failed", f"agent stopped: {status}")
     if clock.cancelled_caught and shared is not None and shared < spec.timeout:
         status = "budget_exceeded"
         agent.budget_reason = "the run's agents have used its time"
