@@ -300,10 +300,15 @@ class Viewer:
         if self.call is None or tool not in self.tools():
             return _secured(JSONResponse(_refusal(f"this server has no {tool}", ""), 404))
         result = await self.call(tool, {"run_id": request.path_params["run_id"], **arguments})
-        data = result.structured_content
-        if data is None:
+        data: Any = result.structured_content
+        if data is None:  # an error envelope travels as text beside an output schema it does not fit
             text = "".join(getattr(c, "text", "") for c in result.content)
-            data = {"text": text}
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                data = {"text": text}
         return _secured(JSONResponse(data, 400 if result.is_error else 200))
 
     # -- live ------------------------------------------------------------------------------------

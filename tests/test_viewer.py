@@ -234,3 +234,82 @@ async def test_a_running_run_is_cancelled_from_the_viewer_with_its_csrf_token(ho
             assert (await http.get(f"/runs/api/runs/{run_id}")).json()["run"]["status"] == "cancelled"
         release.touch()
     assert answered and answered[0].is_error
+
+
+ASK = """id: greet
+steps:
+  - id: who
+    ask: "Who is <b>there</b>?"
+    schema:
+      type: object
+      properties:
+        name: {type: string, title: Name, description: "Your name"}
+        age: {type: integer}
+        colour: {type: string, enum: [red, blue]}
+        sure: {type: boolean}
+      required: [name]
+  - id: after
+    skill: fine
+outputs: {greeted: "{{ who.name }}", age: "{{ who.age }}", colour: "{{ who.colour }}", sure: "{{ who.sure }}"}
+"""
+
+
+@needs_chromium
+async def test_a_browser_answers_a_waiting_runs_question_with_the_fields_of_its_schema(home: Path) -> None:
+    _home_with_pipelines(home)
+    (home / "pipelines" / "greet.yaml").write_text(ASK)
+    async with http_server(home, "--auth-token", TOKEN) as served, chromium() as browser:
+        http = create_mcp_http_client(headers={"authorization": f"Bearer {TOKEN}"})
+        async with http, Client(streamable_http_client(served.url, http_client=http)) as client:  # no elicitation
+            waiting = await client.call_tool("greet", {})
+        assert waiting.structured_content is not None and waiting.structured_content["status"] == "waiting"
+        run_id = waiting.structured_content["run_id"]
+
+        base = f"http://127.0.0.1:{served.port}/runs/"
+        page = await browser.page()
+        await page.goto(base)
+        await page.evaluate(
+            f"document.querySelector('input[name=token]').value = {json.dumps(TOKEN)};"
+            "document.querySelector('form').submit()"
+        )
+        await page.wait_until(f"document.querySelector('tr[data-run=\"{run_id}\"]') !== null")
+        await page.evaluate(f"location.hash = '#run/{run_id}'")
+        await page.wait_until("!document.getElementById('answer').hidden")
+        assert await page.evaluate("document.getElementById('question').innerText") == "Who is <b>there</b>?"
+        field = "document.querySelector('#answer [data-field=\"{}\"]')"
+        kinds = await page.evaluate(
+            "[...document.querySelectorAll('#answer [data-field]')].map(f => [f.dataset.field, f.tagName, f.type])"
+        )
+        assert kinds == [
+            ["name", "INPUT", "text"],
+            ["age", "INPUT", "number"],
+            ["colour", "SELECT", "select-one"],
+            ["sure", "INPUT", "checkbox"],
+        ]
+        labels = await page.evaluate("document.getElementById('answer').innerText")
+        assert "Name" in labels and "Your name" in labels
+
+        # a bad answer: no name, an age that is no integer; the page says why and the run waits on
+        await page.evaluate(f"{field.format('age')}.value = '2.5'; document.querySelector('#answer button').click()")
+        await page.wait_until("document.getElementById('answer-problem').textContent !== ''")
+        problem = await page.evaluate("document.getElementById('answer-problem').textContent")
+        assert "does not fit the question's schema" in problem and "still waits for an answer" in problem
+        assert "name" in problem and "age" in problem
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{served.port}") as api:
+            bearer = {"authorization": f"Bearer {TOKEN}"}
+            detail = (await api.get(f"/runs/api/runs/{run_id}", headers=bearer)).json()
+            assert detail["run"]["status"] == "waiting"
+
+            await page.evaluate(
+                f"{field.format('name')}.value = 'Ada <i>L</i>'; {field.format('age')}.value = '36';"
+                f"{field.format('colour')}.value = 'blue'; {field.format('sure')}.checked = true;"
+                "document.querySelector('#answer button').click()"
+            )
+            status = "document.querySelector('#run-status .status')"
+            await page.wait_until(f"{status} !== null && {status}.textContent === 'succeeded'")
+            assert await page.evaluate("document.getElementById('answer').hidden")
+            assert await page.evaluate("document.getElementById('answer-problem').textContent") == ""
+            detail = (await api.get(f"/runs/api/runs/{run_id}", headers=bearer)).json()
+    assert detail["run"]["status"] == "succeeded"
+    result = detail["run"]["result"]
+    assert (result["greeted"], result["age"], result["colour"], result["sure"]) == ("Ada <i>L</i>", 36, "blue", True)

@@ -132,6 +132,60 @@
     }
     if (!box.firstChild) box.appendChild(el("p", { className: "empty" }, "No steps recorded yet."));
   }
+  // -- a waiting run's question: one field per property of its (flat) schema ------------------
+  let asked = null; // the question the form shows: rebuilt only when it changes, so typing survives updates
+  let fieldsOf = {}; // field name -> its input and schema
+  function field(name, prop, required) {
+    const choices = prop.enum || (prop.items && prop.items.enum) || null;
+    let input;
+    if (choices) {
+      input = el("select", { multiple: prop.type === "array" ? "" : null });
+      if (!required && prop.type !== "array") input.appendChild(el("option", { value: "" }, ""));
+      for (const choice of choices) input.appendChild(el("option", { value: String(choice) }, String(choice)));
+      if (prop.default !== undefined) input.value = String(prop.default);
+    } else if (prop.type === "boolean") {
+      input = el("input", { type: "checkbox" });
+      input.checked = prop.default === true;
+    } else if (prop.type === "integer" || prop.type === "number") {
+      input = el("input", { type: "number", step: prop.type === "integer" ? "1" : "any" });
+      if (prop.default !== undefined) input.value = String(prop.default);
+    } else {
+      input = el("input", { type: "text", autocomplete: "off" });
+      if (prop.default !== undefined) input.value = String(prop.default);
+    }
+    input.dataset.field = name;
+    input.id = `answer-${Object.keys(fieldsOf).length}`;
+    fieldsOf[name] = { input, prop, choices };
+    const label = el("label", { for: input.id }, prop.title || name, required ? " (required)" : "");
+    return [label, el("div", {}, input, prop.description ? el("div", { className: "hint" }, prop.description) : null)];
+  }
+  function answerForm(asking) {
+    const key = asking ? `${current}\n${asking.key || ""}\n${asking.question || ""}` : null;
+    if (key === asked) return;
+    asked = key;
+    fieldsOf = {};
+    const box = clear($("answer-fields"));
+    $("answer-problem").textContent = "";
+    if (!asking) return;
+    $("question").textContent = asking.question || "This run waits for an answer.";
+    const schema = asking.schema || {};
+    const required = new Set(schema.required || []);
+    for (const [name, prop] of Object.entries(schema.properties || {})) {
+      for (const node of field(name, prop || {}, required.has(name))) box.appendChild(node);
+    }
+  }
+  function answerOf() {
+    const answer = {};
+    for (const [name, { input, prop, choices }] of Object.entries(fieldsOf)) {
+      if (prop.type === "array") answer[name] = [...input.selectedOptions].map((o) => o.value);
+      else if (prop.type === "boolean" && !choices) answer[name] = input.checked;
+      else if (input.value === "") continue; // left empty: the server says when it was required
+      else if (prop.type === "integer" || prop.type === "number") answer[name] = Number.isNaN(Number(input.value)) ? input.value : Number(input.value);
+      else answer[name] = input.value;
+    }
+    return answer;
+  }
+
   async function showRun(id) {
     const data = await api(`/runs/api/runs/${encodeURIComponent(id)}`);
     const run = data.run;
@@ -150,7 +204,7 @@
     if (problem) clear($("run-error")).appendChild(envelope(problem));
     $("cancel").hidden = !data.actions.cancel;
     $("answer").hidden = !data.actions.answer;
-    if (data.actions.answer) $("question").textContent = (run.question && (run.question.message || run.question)) || "This run waits for an answer.";
+    answerForm(data.actions.answer ? run.asking : null);
     const graph = clear($("graph"));
     if (data.graph) for (const node of data.graph) graph.appendChild(graphNode(node, data.steps));
     else graph.appendChild(el("p", { className: "empty" }, "No graph for this run."));
@@ -206,14 +260,16 @@
   });
   $("answer").addEventListener("submit", async (event) => {
     event.preventDefault();
-    const text = $("answer-text").value;
-    let answer = text;
-    try { answer = JSON.parse(text); } catch (_) { /* plain text */ }
+    const button = $("answer").querySelector("button");
+    button.disabled = true; // the answer resumes the run: the request ends when it ends or waits again
     try {
-      await post(`/runs/api/runs/${encodeURIComponent(current)}/answer`, { answer });
+      await post(`/runs/api/runs/${encodeURIComponent(current)}/answer`, { answer: answerOf() });
       $("answer-problem").textContent = "";
     } catch (error) {
-      $("answer-problem").textContent = error.message;
+      const hint = error.data && error.data.error && error.data.error.hint;
+      $("answer-problem").textContent = hint ? `${error.message} (${hint})` : error.message;
+    } finally {
+      button.disabled = false;
     }
     refresh();
   });
