@@ -16,6 +16,11 @@ its envelope (type, message, hint, where), and the caller raises it as the same 
 Everything Docket carries is our JSON (`_wire`): a task's arguments are checked against its
 shape (`SHAPES`) before a worker takes it, and an outcome against `_wire.outcome_problem` before
 the caller believes it; what fails is logged and dropped, never run.
+
+With traces on (`skills.tracing`), a task carries the caller's W3C trace context as its last
+argument (`{"traceparent", "tracestate"}`, checked strictly like the rest): the worker's spans
+of the run (`invoke_workflow`, `execute_tool`) and of a loop item are children of the span that
+queued it, so one trace shows a run end to end whichever worker ran it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 import uuid
 import weakref
@@ -34,7 +40,7 @@ import anyio
 from docket import CurrentWorker, Docket, ExecutionCancelled, ExecutionState, Progress
 from redis.exceptions import RedisError
 
-from skills import SkillCancelledError, SkillRunError, SkillsError
+from skills import SkillCancelledError, SkillRunError, SkillsError, tracing
 
 from . import _wire
 from ._completions import POLL, Completions, announce
@@ -144,24 +150,30 @@ def _host(worker: object) -> Host:
 # Docket's dependencies are declared as defaults (its idiom): the worker fills them in per call.
 async def orchestrator_run(
     run_id: str,
+    trace: dict[str, str] | None = None,
     *,
     worker: Any = CurrentWorker(),  # noqa: B008
     progress: Any = Progress(),  # noqa: B008
 ) -> Outcome:
-    """Drive one run (start it, or resume it from its checkpoint) on this worker."""
-    return await _host(worker).run(run_id, progress)
+    """Drive one run (start it, or resume it from its checkpoint) on this worker, in the trace of
+    the caller that queued it (`trace`: its W3C context, when traces are on)."""
+    with tracing.continued(trace):
+        return await _host(worker).run(run_id, progress)
 
 
 async def orchestrator_item(
     run_id: str,
     step_id: str,
     payload: dict[str, Any],
+    trace: dict[str, str] | None = None,
     *,
     worker: Any = CurrentWorker(),  # noqa: B008
 ) -> Outcome:
     """Run one item of a parallel loop on this worker, record its result and tell the run's driver
-    (the message carries the result; Docket keeps the outcome without it)."""
-    outcome = await _host(worker).item(run_id, step_id, payload)
+    (the message carries the result; Docket keeps the outcome without it); in the trace of the
+    run that queued it."""
+    with tracing.continued(trace):
+        outcome = await _host(worker).item(run_id, step_id, payload)
     await announce(worker.docket, run_id, item_key(run_id, step_id, payload), dict(outcome))
     outcome.pop("update", None)
     return outcome
@@ -178,15 +190,47 @@ def _is_id(value: Any) -> bool:
     )
 
 
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{0,512}")
+
+
+def _is_trace(value: Any) -> bool:
+    """A W3C trace context as `tracing.carrier()` makes it: a `traceparent`, maybe a `tracestate`,
+    nothing else (what a worker hands to the OpenTelemetry propagator, so checked first)."""
+    if not isinstance(value, dict):
+        return False
+    found = cast("dict[Any, Any]", value)
+    if not set(found) <= {"traceparent", "tracestate"}:
+        return False
+    parent, state = found.get("traceparent"), found.get("tracestate", "")
+    return (
+        isinstance(parent, str)
+        and _TRACEPARENT.fullmatch(parent) is not None
+        and isinstance(state, str)
+        and _TRACESTATE.fullmatch(state) is not None
+    )
+
+
+def _traced(args: tuple[Any, ...], count: int) -> tuple[Any, ...] | None:
+    """A task's `count` arguments without the trace context that may follow them (None: the
+    arguments are not that many, or what follows is not a trace context)."""
+    if len(args) == count + 1 and _is_trace(args[-1]):
+        return args[:-1]
+    return args if len(args) == count else None
+
+
 def _run_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    if kwargs or len(args) != 1 or not _is_id(args[0]):
-        return "orchestrator_run takes one run id"
+    own = _traced(args, 1)
+    if kwargs or own is None or not _is_id(own[0]):
+        return "orchestrator_run takes one run id (and the caller's trace context)"
     return None
 
 
 def _item_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    if kwargs or len(args) != 3 or not (_is_id(args[0]) and _is_id(args[1]) and isinstance(args[2], dict)):
-        return "orchestrator_item takes a run id, a step id and an item"
+    own = _traced(args, 3)
+    if kwargs or own is None or not (_is_id(own[0]) and _is_id(own[1]) and isinstance(own[2], dict)):
+        return "orchestrator_item takes a run id, a step id and an item (and the caller's trace context)"
+    args = own
     payload = cast("dict[str, Any]", args[2])
     index, round_ = payload.get("index"), payload.get("round", 0)
     if type(index) is not int or index < 0 or type(round_) is not int or not isinstance(payload.get("scope", {}), dict):
@@ -290,7 +334,8 @@ class Queue:
         self, runs: Docket, run_id: str, progress: Callable[[float, float | None, str | None], Awaitable[None]]
     ) -> Outcome:
         key = f"run:{run_id}:{uuid.uuid4().hex[:8]}"
-        execution = await runs.add(orchestrator_run, key=key)(run_id)
+        trace = tracing.carrier()  # the worker's spans of the run continue this trace
+        execution = await runs.add(orchestrator_run, key=key)(run_id, *([trace] if trace else []))
         lost: float | None = None  # since when Redis has been unreachable
         said: str | None = None  # the last message passed on
         try:
@@ -333,7 +378,10 @@ class Queue:
         async with self._in_flight:
             heard = await done.expect(run_id, key)
             try:
-                execution = await items.add(orchestrator_item, key=key)(run_id, step_id, payload)
+                trace = tracing.carrier()
+                execution = await items.add(orchestrator_item, key=key)(
+                    run_id, step_id, payload, *([trace] if trace else [])
+                )
                 while True:
                     with anyio.move_on_after(POLL):  # (shielded: a timed-out await cancels the future)
                         return cast("Outcome", await asyncio.shield(heard))
