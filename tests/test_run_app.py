@@ -105,7 +105,10 @@ async def test_the_run_app_shows_the_tool_result_and_follows_the_run_through_the
         page = await browser.page()
         await page.goto(page_file.as_uri())
         doc = "document.getElementById('app').contentDocument"
-        await page.wait_until(f"{doc} && {doc}.body && {doc}.body.dataset.status === 'succeeded'")
+        # the tool result says `succeeded` at once; the second get_run's outputs say it was followed
+        shown = f"{doc}.getElementById('outputs').textContent"
+        await page.wait_until(f"{doc} && {doc}.body && {shown}.includes('window.parent.pwned')")
+        assert await page.evaluate(f"{doc}.body.dataset.status") == "succeeded"
         log = await page.evaluate("window.log")
         steps = await page.evaluate(f"{doc}.querySelector('#steps').innerText")
         outputs = await page.evaluate(f"{doc}.getElementById('outputs').textContent")

@@ -41,6 +41,7 @@ def _ui(args: argparse.Namespace) -> int:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind(("127.0.0.1", args.port))
+        listener.listen(128)  # a browser opening the printed address at once is queued, not refused
     except OSError as exc:
         listener.close()
         raise UsageError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}", "pick another --port") from None
