@@ -3,7 +3,7 @@
 The SDK wraps every inbound request in a server span (named `{mcp.method.name} {target}`, parented
 on the `traceparent` a client put in `_meta`), but it marks a failed tool call `tool_error` only.
 Ours records the envelope's `type` (`invalid_arguments`, `skill_failed`, `timeout`, ...), which
-is what a trace reader filters on. When traces are off (`skills.tracing.enabled()` false) the
+is what a trace reader filters on. When traces are off (`skills.core.tracing.enabled()` false) the
 SDK's middleware is taken out too: a request then costs no span at all, not even a no-op one.
 """
 

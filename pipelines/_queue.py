@@ -17,7 +17,7 @@ Everything Docket carries is our JSON (`_wire`): a task's arguments are checked 
 shape (`SHAPES`) before a worker takes it, and an outcome against `_wire.outcome_problem` before
 the caller believes it; what fails is logged and dropped, never run.
 
-With traces on (`skills.tracing`), a task carries the caller's W3C trace context as its last
+With traces on (`skills.core.tracing`), a task carries the caller's W3C trace context as its last
 argument (`{"traceparent", "tracestate"}`, checked strictly like the rest): the worker's spans
 of the run (`invoke_workflow`, `execute_tool`) and of a loop item are children of the span that
 queued it, so one trace shows a run end to end whichever worker ran it.

@@ -2,7 +2,7 @@
 
 import sys
 
-from .core import base, errors  # the old module paths: see the end
+from .core import base, errors, tracing  # the old module paths: see the end
 from .core.base import Skill, SkillContext, SkillKind, SkillSource
 from .core.catalog import RESERVED_NAMES, TOOL_NAME, Catalog, LoadProblem, Override, SkillProvider
 from .core.contract import FrontMatter, SkillContract
@@ -67,6 +67,7 @@ __all__ = [
     "check_folder",
     "error_envelope",
     "load_folder",
+    "tracing",
 ]
 
 # The executors of folder skills, made known to the core (`skills.core.runner`): every way into

@@ -946,13 +946,19 @@ async def test_a_pipeline_is_listed_as_a_tool_with_its_input_and_output_schemas(
     }
     assert tool.input_schema["required"] == ["path"]
     assert tool.output_schema is not None
+    # its outputs, run_id, summary and usage; or, answered with a run handle, status/progress/hint
     assert set(tool.output_schema["properties"]) == {
         "echoed",
         "run_id",
         "usage",
         "summary",
-    }  # usage: only when a model was called
-    assert "run_id" in tool.output_schema["required"]
+        "status",
+        "progress",
+        "hint",
+    }
+    finished, handle = tool.output_schema["anyOf"]
+    assert "run_id" in finished["required"]
+    assert handle["required"] == ["run_id", "status", "hint"]
     assert result.structured_content is not None
     assert result.structured_content["echoed"] == {"path": "/x", "depth": 2}
     assert refused.is_error and "path" in _text(refused)

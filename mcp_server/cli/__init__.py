@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = EXIT_OK
     except Exception as exc:  # the top-level handler: a clean line, the traceback only in the log
         code = _report(exc)
-    tracing = sys.modules.get("skills.tracing")  # loaded by whatever ran: export its spans before exiting
+    tracing = sys.modules.get("skills.core.tracing")  # loaded by whatever ran: export its spans before exiting
     if tracing is not None:
         tracing.flush()
     raise SystemExit(code)

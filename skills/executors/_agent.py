@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import anyio
 
-from .. import tracing
+from ..core import tracing
 from ..core._json import JSON
 from ..core._schema import ANY_JSON, check_arguments, check_output, nullable
 from ..core.base import SkillContext

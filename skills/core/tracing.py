@@ -74,7 +74,7 @@ def _start() -> bool:
             except ImportError:
                 import logging
 
-                logging.getLogger("skills.tracing").warning(
+                logging.getLogger("skills.core.tracing").warning(
                     "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed: "
                     "no traces (install mcp-orchestrator[otel])"
                 )
