@@ -223,7 +223,7 @@ async def test_a_running_run_is_cancelled_from_the_viewer_with_its_csrf_token(ho
         base = f"http://127.0.0.1:{served.port}"
         async with httpx2.AsyncClient(base_url=base) as http:
             with anyio.fail_after(60):
-                while not (runs := (await http.get("/runs/api/runs", params={"status": "running"})).json()["runs"]):
+                while not (runs := _ok(await http.get("/runs/api/runs", params={"status": "running"}), served)["runs"]):
                     await anyio.sleep(0.05)
             run_id = runs[0]["run_id"]
             assert (await http.get(f"/runs/api/runs/{run_id}")).json()["actions"]["cancel"] is True
@@ -313,3 +313,9 @@ async def test_a_browser_answers_a_waiting_runs_question_with_the_fields_of_its_
     assert detail["run"]["status"] == "succeeded"
     result = detail["run"]["result"]
     assert (result["greeted"], result["age"], result["colour"], result["sure"]) == ("Ada <i>L</i>", 36, "blue", True)
+
+
+def _ok(response: Any, served: Any) -> Any:
+    """The JSON of a viewer API answer, which must be a success (else its status, text and the log)."""
+    assert response.status_code == 200, (response.status_code, response.text[:500], served.stderr()[-3000:])
+    return response.json()
