@@ -24,7 +24,7 @@ from mcp_types import Tool as MCPTool
 from pipelines.asking import ASK_KEY
 from pipelines.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillsError
-from skills.core._schema import ANY_JSON
+from skills.core.schema import ANY_JSON
 
 from ._meta import MetaTool, structured
 from ._results import error_result

@@ -83,12 +83,12 @@ from skills import (
     SkillsError,
     UnknownSkillError,
 )
-from skills.core._schema import check_arguments
 from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.core.checks import unknown_models
 from skills.core.discovery import ARCHIVE_SUFFIXES
 from skills.core.errors import clip
 from skills.core.roles import ROLES_KEY, Roles
+from skills.core.schema import check_arguments
 from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
@@ -112,7 +112,7 @@ from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of,
 if TYPE_CHECKING:
     from adapters import ServerSource
     from adapters.models import ModelService
-    from pipelines._help_ai import HelpWriter
+    from pipelines.help_ai import HelpWriter
     from pipelines.service import PipelineService
     from pipelines.state import Backends
 
@@ -376,7 +376,7 @@ class OrchestratorServer(MCPServer):
         state = self.pipelines.backends.state if self.pipelines is not None else None
         store: TaskStore
         if state:  # shared by the replicas: a task made through one is polled and fetched through another
-            from pipelines._pg import postgres
+            from pipelines.pg import postgres
 
             from .tasks._postgres import PostgresTaskStore
 
@@ -451,7 +451,7 @@ class OrchestratorServer(MCPServer):
     @cached_property
     def help_writer(self) -> HelpWriter:
         """Writes the model's overview of every published pipeline in the background (`running`)."""
-        from pipelines._help_ai import HelpWriter
+        from pipelines.help_ai import HelpWriter
 
         assert self.pipelines is not None
         return HelpWriter(self.pipelines, self.models.api_access)
@@ -1066,8 +1066,8 @@ def _lists_servers(path: Path) -> bool:
     """Whether a servers file names any server (the default `{"mcpServers": {}}` does not), so
     that a home without upstreams never imports the adapter at start-up. A file that is not
     valid JSON counts: the adapter reports it."""
-    from skills.core._json import load_json
-    from skills.core._yaml import read_bounded
+    from skills.core.jsontext import load_json
+    from skills.core.yamltext import read_bounded
 
     try:
         data = load_json(read_bounded(path))

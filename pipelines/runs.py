@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from ._owner import Owner, owner_alive
 from ._statedb import is_corrupt, set_aside
+from .owner import Owner, owner_alive
 
 __all__ = [
     "LOCAL",

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from skills import Catalog, SkillContext, SkillRunError, SkillsError, tracing
-from skills.core._schema import check_arguments
 from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.core.contract import RunSpec, SkillContract
 from skills.core.errors import SkillTimeoutError
 from skills.core.models import ModelAccess, Usage
+from skills.core.schema import check_arguments
 
 from ._loops import spent_in_flight
 from ._meter import Meter, metered
@@ -46,8 +46,6 @@ from ._outcomes import RunUsage, json_size, outputs_of, plain_result, settle, us
 from ._reporting import RunProgress
 from ._state import add_counts
 from ._steplog import StepLog, nested_under, step_error
-from ._stepping import StepGate, stream_stepwise
-from ._summary import summary_key, summary_of
 from .asking import ASKING_KEY, Asking, RunWaiting
 from .errors import (
     ExpressionError,
@@ -62,6 +60,8 @@ from .errors import (
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
 from .spec import PipelineSpec, StepSpec
+from .stepping import StepGate, stream_stepwise
+from .summary import summary_key, summary_of
 
 if TYPE_CHECKING:
     from .compiler import CompiledPipeline
@@ -335,7 +335,7 @@ class RunContext:
                 functools.partial(prompt_step if step.prompt is not None else ask_step, step, arguments),
             )
         elif step.agent is not None:
-            from skills.executors._agent import run_agent
+            from skills.executors.agent import run_agent
 
             contract = SkillContract(run=RunSpec(agent=step.agent))
             check_arguments(f"agent step '{step.id}'", contract.inputs, arguments)
@@ -346,7 +346,7 @@ class RunContext:
             skill = self.catalog.get(step.skill)
             name, kind = skill.name, skill.kind
             if skill.kind == "instructions":  # carried out by the model; any parameters are the task
-                from skills.executors._prompt import carry_out
+                from skills.executors.prompt import carry_out
 
                 work = functools.partial(carry_out, skill, arguments)
             else:

@@ -27,23 +27,23 @@ from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunErr
 from skills.core.errors import clip, error_envelope
 
 from ._checkpoints import saver as checkpoint_saver
-from ._owner import Heartbeat
 from ._statedb import is_corrupt, set_aside
 from ._steplog import StepLog
-from ._summary import run_summary_in
 from .asking import ANSWERS_KEY, RunWaiting, waiting_result
 from .errors import Issue, PipelineError, RunCancelled, RunPartial, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
+from .owner import Heartbeat
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
 from .state import Backends
+from .summary import run_summary_in
 
 if TYPE_CHECKING:
     from skills.core.roles import RoleBook
 
-    from ._pgruns import PgRunStore
-    from ._stepping import Decision, StepGate, StepView
+    from .pgruns import PgRunStore
+    from .stepping import Decision, StepGate, StepView
 
 __all__ = ["PipelineService"]
 
@@ -83,9 +83,9 @@ class PipelineService:
         self.queue: Any = None
         """The Docket queue (`_queue.Queue`) runs are handed to, in the distributed mode."""
         if self.backends.state:
-            from ._pg import postgres
-            from ._pgruns import PgRunStore
             from ._shared import SharedPipelineSource
+            from .pg import postgres
+            from .pgruns import PgRunStore
 
             pg = postgres(self.backends.state)
             self.store = PgRunStore(pg)
@@ -93,7 +93,7 @@ class PipelineService:
         else:
             self.store = RunStore(home.state_db)
         if self.backends.queue:
-            from ._queue import Queue
+            from .runqueue import Queue
 
             self.queue = Queue(self.backends.queue)
         self.dispatch: Any = None
@@ -269,7 +269,7 @@ class PipelineService:
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
-        from ._queue import raise_outcome
+        from .runqueue import raise_outcome
 
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {pipeline}, run {run_id} on a worker")
         outcome = await self.queue.run(run_id, ctx.progress, ctx.extras.get("model"))  # it answers the run's asks
