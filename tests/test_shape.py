@@ -23,7 +23,6 @@ NOT_YET_SPLIT = {
     "mcp_server/app.py": 1079,
     "pipelines/runs.py": 628,
     "pipelines/service.py": 678,
-    "pipelines/verify.py": 757,
 }
 """Modules still over the limit, each with the length it may not grow past: remove an entry once its
 module is split (the test says when an entry is no longer needed)."""
