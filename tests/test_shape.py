@@ -21,7 +21,6 @@ PACKAGES = ("skills", "pipelines", "adapters", "mcp_server")
 MAX_LINES = 600
 NOT_YET_SPLIT = {
     "mcp_server/app.py": 1079,
-    "pipelines/service.py": 678,
 }
 """Modules still over the limit, each with the length it may not grow past: remove an entry once its
 module is split (the test says when an entry is no longer needed)."""
