@@ -38,7 +38,7 @@ __all__ = ["ANSWER_TOOLS", "attach_asker"]
 
 def attach_asker(ctx: SkillContext, context: Any) -> None:
     """Put the call's way to the person in `ctx.extras[ASK_KEY]` (nothing when there is none)."""
-    elicit = ctx.extras.get("elicitation")  # handshake era, called directly (`app._client_requests`)
+    elicit = ctx.extras.get("elicitation")  # handshake era, called directly (`_calls.client_requests`)
     if elicit is None:
         if not _elicits(context):  # most calls: nothing more to look at
             return

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -19,7 +18,6 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import mcp_types as types
 from mcp.server.apps import Apps
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions, Server
@@ -27,8 +25,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     CallToolResult,
@@ -40,20 +37,11 @@ from mcp_types import (
     ListPromptsResult,
     ListResourcesResult,
     ListToolsResult,
-    LoggingLevel,
     NotificationParams,
     PaginatedRequestParams,
     PromptMessage,
-    ServerTasksCapability,
-    ServerTasksRequestsCapability,
     SetLevelRequestParams,
-    TasksCallCapability,
-    TasksCancelCapability,
-    TasksListCapability,
-    TasksToolsCapability,
     TextContent,
-    ToolAnnotations,
-    ToolExecution,
 )
 from mcp_types import Prompt as MCPPrompt
 from mcp_types import PromptArgument as MCPPromptArgument
@@ -76,7 +64,6 @@ from skills import (
     FolderSource,
     Home,
     Skill,
-    SkillCancelledError,
     SkillContext,
     SkillKind,
     SkillProvider,
@@ -93,21 +80,35 @@ from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
-from ._app_ui import RUN_APP_MIME, RUN_APP_URI, run_app_html, ui_meta
+from ._app_ui import RUN_APP_MIME, RUN_APP_URI, run_app_html
 from ._asking import attach_asker
+from ._calls import LOG_ORDER as LOG_ORDER
+from ._calls import (
+    RUN_APP_RESOURCE,
+    caller_of,
+    client_logger,
+    client_requests,
+    declares_tasks,
+    finish_skill,
+    may_task,
+    tool_of,
+    unknown_prompt_hint,
+    wire_of,
+    with_tasks,
+)
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
-from ._handles import HANDLES_KEY, handle_schema
-from ._meta import MetaSkill, MetaSource
+from ._handles import HANDLES_KEY
+from ._meta import MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
 from ._pipelines import META_TOOLS, read_pipeline_resource
 from ._resources import read_skill_file, resource_error
-from ._results import cancel_pending, error_result, to_result, where_in
+from ._results import error_result, where_in
 from ._skills_ext import SkillsExtension
 from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
-from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
+from .tasks import CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -203,7 +204,7 @@ class OrchestratorServer(MCPServer):
         ) -> InitializationOptions:
             notify = notification_options or (changes if self.list_changed_to_handshake_clients else None)
             options = create(notify, experimental_capabilities, extensions)
-            return _with_tasks(options, listed=self.tasks_listed_to_handshake_clients)
+            return with_tasks(options, listed=self.tasks_listed_to_handshake_clients)
 
         low.create_initialization_options = initialization_options
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
@@ -261,9 +262,9 @@ class OrchestratorServer(MCPServer):
             return cached[1]
         handles = self.home is not None and self.handles.after > 0
         if self.catalogue_active():
-            tools = catalogue_tools() + [_tool_of(s, handles) for s in self.catalog.tools() if s.kind == "meta"]
+            tools = catalogue_tools() + [tool_of(s, handles) for s in self.catalog.tools() if s.kind == "meta"]
         else:
-            tools = [_tool_of(skill, handles) for skill in self.catalog.tools()]
+            tools = [tool_of(skill, handles) for skill in self.catalog.tools()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
@@ -294,7 +295,7 @@ class OrchestratorServer(MCPServer):
             return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
         if context is not None and self.home is not None:  # `request_context` raises outside a request
             request = request_of(context) or context.request_context
-            if target.may_task and _declares_tasks(request):
+            if target.may_task and declares_tasks(request):
                 return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
             return await continue_in_rounds(
                 self.tasks,
@@ -317,9 +318,9 @@ class OrchestratorServer(MCPServer):
             name=skill.name,
             skill=skill,
             output_schema=skill.output_schema,
-            may_task=_may_task(skill),
+            may_task=may_task(skill),
             run=skill.run,
-            finish=lambda work, ctx: _finish_skill(skill, work, ctx),
+            finish=lambda work, ctx: finish_skill(skill, work, ctx),
             is_pipeline=skill.kind == "pipeline",
         )
 
@@ -362,10 +363,10 @@ class OrchestratorServer(MCPServer):
         try:
             check_arguments(call.name, target.skill.input_schema, arguments)
         except SkillsError as exc:
-            return _wire(error_result(exc, output_schema=target.output_schema))
+            return wire_of(error_result(exc, output_schema=target.output_schema))
         ttl = call.task.ttl if call.task is not None else None
         started = await self._start_task(target, arguments, context, era="core", ttl_ms=ttl)
-        return _wire(started) if isinstance(started, CallToolResult) else started
+        return wire_of(started) if isinstance(started, CallToolResult) else started
 
     @cached_property
     def tasks(self) -> TaskService:
@@ -387,7 +388,7 @@ class OrchestratorServer(MCPServer):
             store,
             load_task_limits(self.home.root / "config.yaml"),
             pipelines=self.pipelines,
-            sinks=lambda context, name: (context.report_progress, _client_logger(context, name, self._log_levels)),
+            sinks=lambda context, name: (context.report_progress, client_logger(context, name, self._log_levels)),
             targets=self.target,
         )
         service.handles = self.handles
@@ -434,9 +435,9 @@ class OrchestratorServer(MCPServer):
         if context is not None:  # `request_context` raises outside a request
             ctx.extras[CLIENT_KEY] = share_of(context, identity)  # the worker pool's fair shares
             ctx.progress_fn = context.report_progress
-            ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
+            ctx.log_fn = client_logger(context, skill.name, self._log_levels)
             if not parked:  # a parked call outlives its request: the client is asked through the inbox
-                ctx.extras.update(_client_requests(context))
+                ctx.extras.update(client_requests(context))
         self.models.attach(ctx, context, parked=parked)
         attach_asker(ctx, context)  # how its pipelines' `ask:` steps reach the person, if they can
         ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
@@ -492,7 +493,7 @@ class OrchestratorServer(MCPServer):
                 for skill in self.catalog
                 if skill.kind == "pipeline"
             ]
-            + ([_RUN_APP_RESOURCE] if self.pipelines is not None else [])  # no pipelines, no runs to show
+            + ([RUN_APP_RESOURCE] if self.pipelines is not None else [])  # no pipelines, no runs to show
         )
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
@@ -568,7 +569,7 @@ class OrchestratorServer(MCPServer):
     ) -> GetPromptResult:
         skill = self.catalog.find(name)
         if skill is None or skill.kind != "instructions":
-            hint = _unknown_prompt_hint(name, [s.name for s in self.catalog if s.kind == "instructions"])
+            hint = unknown_prompt_hint(name, [s.name for s in self.catalog if s.kind == "instructions"])
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"no prompt named '{clip(name, 64)}' ({hint})",
@@ -591,7 +592,7 @@ class OrchestratorServer(MCPServer):
     # -- logging and completion --------------------------------------------------------------
     async def _set_log_level(self, ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
         """`logging/setLevel` (handshake era): this session gets log messages at that level and above."""
-        self._log_levels[_caller_of(ctx.session)] = LOG_ORDER.index(params.level)
+        self._log_levels[caller_of(ctx.session)] = LOG_ORDER.index(params.level)
         return EmptyResult()
 
     async def _complete(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
@@ -786,181 +787,6 @@ class OrchestratorServer(MCPServer):
             low = self._lowlevel_server
             reader = AnsweringReader(read_stream, write_stream)  # answers lines its parser refused
             await low.run(reader, write_stream, low.create_initialization_options())
-
-
-def _unknown_prompt_hint(name: str, prompts: list[str]) -> str:
-    """Where to look for a prompt: the close prompt names, else prompts/list (tools are no answer)."""
-    import difflib
-
-    close = difflib.get_close_matches(name, prompts, n=3, cutoff=0.6) if len(name) <= 64 else []
-    if close:
-        return f"did you mean {', '.join(repr(c) for c in close)}? prompts/list shows the prompts"
-    return "prompts/list shows the prompts"
-
-
-_RUN_APP_RESOURCE = MCPResource(
-    uri=RUN_APP_URI,
-    name="run",
-    title="A run, followed live (MCP App)",
-    description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
-    mime_type=RUN_APP_MIME,
-)
-
-
-def _internal(name: str, schema: dict[str, Any] | None) -> CallToolResult:
-    """The envelope of an unexpected exception (a bug): logged with its traceback, never shown."""
-    log.exception("tool %s raised an unexpected exception", name)
-    return error_result(
-        f"'{name}' failed with an internal error",
-        "the server log has the details; call again, and report it if it persists",
-        error_type="internal",
-        output_schema=schema,
-    )
-
-
-def _tool_of(skill: Skill, handles: bool = False) -> MCPTool:
-    """The tool of a skill; `handles`: a long one's output schema admits its run handle too."""
-    description = skill.description
-    if skill.kind == "instructions":
-        description = f"Instructions: {description}"
-    annotations = skill.annotations
-    return MCPTool(
-        name=skill.name,
-        title=skill.title,
-        description=description,
-        input_schema=skill.input_schema,
-        output_schema=handle_schema(skill.output_schema) if handles and _may_task(skill) else skill.output_schema,
-        annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
-        execution=ToolExecution(task_support="optional") if _may_task(skill) else None,
-        _meta=ui_meta(skill.kind == "pipeline" or (isinstance(skill, MetaSkill) and skill.long_running)),
-    )
-
-
-def _may_task(skill: Skill) -> bool:
-    """Whether a call may run as a task: pipelines, agents and the long meta tools (create_skill,
-    plan_and_run, orchestrate, spawn_agent, run_pipeline: `MetaTool.long_running`)."""
-    return skill.kind in ("pipeline", "agent") or (isinstance(skill, MetaSkill) and skill.long_running)
-
-
-LOG_ORDER: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-"""MCP log levels, least severe first (RFC 5424)."""
-
-
-def _caller_of(session: Any) -> Any:
-    """The object that stands for one client connection (a session is made per request)."""
-    return getattr(session, "_connection", session)
-
-
-def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakKeyDictionary[Any, int]):
-    request = request_of(context) or context.request_context
-    session, request_id = request.session, request.request_id
-    caller = _caller_of(session)
-
-    async def send(level: LoggingLevel, message: str) -> None:
-        message = _without_prefix(message, skill)  # "agent: agent: starting" says its name once
-        getattr(log, level)("%s: %s", skill, message)
-        if LOG_ORDER.index(level) < levels.get(caller, 0):
-            return  # below the level this client set with logging/setLevel
-        # Logging is deprecated in 2026-07-28 but it is how handshake-era clients (Claude Desktop,
-        # the Inspector) show a tool's activity; the SDK drops it where the client did not opt in.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            send_log = session.send_log_message  # pyright: ignore[reportDeprecated]  # on purpose: see above
-            pending = send_log(level, message, logger=skill, related_request_id=request_id)
-        await pending
-
-    return send
-
-
-def _without_prefix(message: str, logger: str) -> str:
-    """`message` without a leading `<logger>: `: the logger is shown beside it. (Only with the
-    colon: "count 3 files" from a skill named `count` is a sentence, not a prefix.)"""
-    if message.startswith(f"{logger}:"):
-        rest = message[len(logger) + 1 :].lstrip()
-        return rest or message
-    return message
-
-
-def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
-    """How a skill (an imported tool's upstream, later a model) may ask our client mid-call.
-
-    Handshake-era sessions can carry server-to-client requests (sampling, elicitation) tied to
-    the call; 2026-07-28 ones cannot during a call, so nothing is offered and the upstream gets a
-    clean refusal. `caller` groups the calls of one client session.
-    """
-    request = request_of(context) or context.request_context
-    session = request.session
-    extras: dict[str, Any] = {"caller": getattr(session, "_connection", session)}
-    if session.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
-        return extras
-    caps = session.client_capabilities
-    related = ServerMessageMetadata(related_request_id=request.request_id)
-
-    async def sampling(
-        params: types.CreateMessageRequestParams,
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
-        message = types.CreateMessageRequest(params=params)
-        # A request with tools may be answered with tool_use content, which only the WithTools shape allows.
-        shape = types.CreateMessageResultWithTools if params.tools or params.tool_choice else types.CreateMessageResult
-        return await session.send_request(message, shape, metadata=related)
-
-    async def elicitation(params: types.ElicitRequestParams) -> types.ElicitResult:
-        message = types.ElicitRequest(params=params)
-        return await session.send_request(message, types.ElicitResult, metadata=related)
-
-    if caps is not None and caps.sampling is not None:
-        extras["sampling"] = sampling
-    if caps is not None and caps.elicitation is not None:
-        extras["elicitation"] = elicitation
-    return extras
-
-
-async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolResult:
-    """A skill's work made its result: the value, or the envelope of what went wrong."""
-    name, schema = skill.name, skill.output_schema
-    try:
-        value = await work()
-    except SkillsError as exc:
-        log.info("tool %s failed: %s", name, exc)
-        return error_result(exc, where=where_in(skill.root, exc), output_schema=schema)
-    except anyio.get_cancelled_exc_class():
-        if cancel_pending():
-            raise  # the client (or shutdown) cancelled the call: there is no one to answer
-        log.info("tool %s: its work was cancelled from inside", name)
-        return error_result(
-            SkillCancelledError(f"'{name}' was cancelled before it finished", hint="call it again"),
-            output_schema=schema,
-        )
-    except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
-        return _internal(name, schema)
-    notes: list[str] = []
-    result = to_result(skill, value, notes)
-    for note in notes:
-        await ctx.warning(note)
-    return result
-
-
-def _declares_tasks(request: Any) -> bool:
-    """Whether a 2026-07-28 request declares the tasks extension (then it may get a task)."""
-    if request.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return False
-    caps = request.session.client_capabilities
-    return bool(caps is not None and caps.extensions and TASKS_EXTENSION in caps.extensions)
-
-
-def _with_tasks(options: InitializationOptions, *, listed: bool = True) -> InitializationOptions:
-    """Handshake-era capabilities say that tools may run as tasks (2025-11-25 core tasks);
-    `listed`: `tasks/list` is offered (not over stateless HTTP, where it would always be empty)."""
-    options.capabilities.tasks = ServerTasksCapability(
-        list=TasksListCapability() if listed else None,
-        cancel=TasksCancelCapability(),
-        requests=ServerTasksRequestsCapability(tools=TasksToolsCapability(call=TasksCallCapability())),
-    )
-    return options
-
-
-def _wire(result: CallToolResult) -> dict[str, Any]:
-    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def create_server(
