@@ -22,12 +22,11 @@ from mcp.server.apps import Apps
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    INVALID_PARAMS,
     CallToolResult,
     CompleteRequestParams,
     CompleteResult,
@@ -39,12 +38,9 @@ from mcp_types import (
     ListToolsResult,
     NotificationParams,
     PaginatedRequestParams,
-    PromptMessage,
     SetLevelRequestParams,
-    TextContent,
 )
 from mcp_types import Prompt as MCPPrompt
-from mcp_types import PromptArgument as MCPPromptArgument
 from mcp_types import (
     Resource as MCPResource,
 )
@@ -80,11 +76,9 @@ from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
-from ._app_ui import RUN_APP_MIME, RUN_APP_URI, run_app_html
 from ._asking import attach_asker
 from ._calls import LOG_ORDER as LOG_ORDER
 from ._calls import (
-    RUN_APP_RESOURCE,
     caller_of,
     client_logger,
     client_requests,
@@ -92,17 +86,17 @@ from ._calls import (
     finish_skill,
     may_task,
     tool_of,
-    unknown_prompt_hint,
     wire_of,
     with_tasks,
 )
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
 from ._handles import HANDLES_KEY
+from ._listing import prompt_of, prompts_of, read_resource_text, resource_templates, resources_of
 from ._meta import MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
-from ._pipelines import META_TOOLS, read_pipeline_resource
-from ._resources import read_skill_file, resource_error
+from ._pipelines import META_TOOLS
+from ._resources import resource_error
 from ._results import error_result, where_in
 from ._skills_ext import SkillsExtension
 from ._tracing import install_request_spans
@@ -470,54 +464,10 @@ class OrchestratorServer(MCPServer):
         return ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_resources(self) -> list[MCPResource]:
-        return (
-            [
-                MCPResource(
-                    uri=f"skill://{skill.name}/SKILL.md",
-                    name=skill.name,  # the frontmatter name (SEP-2640: clients match the two)
-                    title=f"{skill.title or skill.name}: SKILL.md",
-                    description=skill.description,
-                    mime_type="text/markdown",
-                )
-                for skill in self.catalog
-                if skill.root is not None
-            ]
-            + [
-                MCPResource(
-                    uri=f"pipeline://{skill.name}",
-                    name=f"pipeline {skill.name}",
-                    title=f"{skill.title or skill.name} (pipeline YAML)",
-                    description=f"Source of the pipeline {skill.name}; its graph is pipeline://{skill.name}/graph.",
-                    mime_type="application/yaml",
-                )
-                for skill in self.catalog
-                if skill.kind == "pipeline"
-            ]
-            + ([RUN_APP_RESOURCE] if self.pipelines is not None else [])  # no pipelines, no runs to show
-        )
+        return resources_of(self.catalog, self.pipelines)
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
-        return [
-            MCPResourceTemplate(
-                uri_template="skill://{name}/{path}",
-                name="skill-file",
-                title="A file bundled with a skill",
-                description="SKILL.md or any bundled file (references/, scripts/, assets/) of a skill.",
-            ),
-            MCPResourceTemplate(
-                uri_template="pipeline://{id}/graph",
-                name="pipeline-graph",
-                title="A pipeline's graph (Mermaid)",
-                description="The compiled control flow of a pipeline as a Mermaid flowchart.",
-                mime_type="text/vnd.mermaid",
-            ),
-            MCPResourceTemplate(
-                uri_template="run://{run_id}/{path}",
-                name="run-artifact",
-                title="A file a pipeline run wrote",
-                description="Artifacts of a run (pipelines/<id>/runs/<run_id>/ in the home).",
-            ),
-        ]
+        return resource_templates()
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Iterable[ReadResourceContents]:
         """One resource; a refused path is -32602, an unknown resource the code of the client's era
@@ -529,21 +479,7 @@ class OrchestratorServer(MCPServer):
             raise resource_error(exc, str(uri), era) from None
 
     def _read_resource(self, text: str, viewer: str) -> list[ReadResourceContents]:
-        if text == RUN_APP_URI:
-            return [ReadResourceContents(content=run_app_html(), mime_type=RUN_APP_MIME)]
-        if text.startswith(("pipeline://", "run://")) and self.pipelines is not None:
-            content, mime = read_pipeline_resource(self.pipelines, text, viewer)
-            return [ReadResourceContents(content=content, mime_type=mime)]
-        if not text.startswith("skill://"):
-            raise ResourceNotFoundError(
-                f"unknown resource {clip(text)}: this server serves skill://, pipeline:// and run:// resources"
-            )
-        name, _, rel = text[len("skill://") :].partition("/")
-        skill = self.catalog.find(name)
-        if skill is None or skill.root is None:
-            raise ResourceNotFoundError(f"no skill named '{clip(name, 64)}' with files (from {clip(text)})")
-        content, mime = read_skill_file(skill.root, rel or "SKILL.md", getattr(skill, "boundary", None))
-        return [ReadResourceContents(content=content, mime_type=mime)]
+        return read_resource_text(self.catalog, self.pipelines, text, viewer)
 
     # -- prompts -----------------------------------------------------------------------------
     async def _handle_list_prompts(self, ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
@@ -551,43 +487,12 @@ class OrchestratorServer(MCPServer):
         return ListPromptsResult(prompts=items, next_cursor=cursor)
 
     async def list_prompts(self) -> list[MCPPrompt]:
-        return [
-            MCPPrompt(
-                name=skill.name,
-                title=skill.title,
-                description=skill.description,
-                arguments=[
-                    MCPPromptArgument(name="task", description="What to do with these instructions", required=False)
-                ],
-            )
-            for skill in self.catalog
-            if skill.kind == "instructions"
-        ]
+        return prompts_of(self.catalog)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
     ) -> GetPromptResult:
-        skill = self.catalog.find(name)
-        if skill is None or skill.kind != "instructions":
-            hint = unknown_prompt_hint(name, [s.name for s in self.catalog if s.kind == "instructions"])
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"no prompt named '{clip(name, 64)}' ({hint})",
-                data={"name": clip(name, 64)},
-            )
-        task = (arguments or {}).get("task")
-        text = skill.body()
-        files = skill.files()
-        if len(files) > 1:
-            text += "\n\nBundled files (read them as resources): " + ", ".join(
-                f"skill://{skill.name}/{f}" for f in files if f != "SKILL.md"
-            )
-        if task:
-            text += f"\n\nTask: {task}"
-        return GetPromptResult(
-            description=skill.description,
-            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
-        )
+        return prompt_of(self.catalog, name, arguments)
 
     # -- logging and completion --------------------------------------------------------------
     async def _set_log_level(self, ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
