@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.apps import Apps
@@ -55,9 +55,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from adapters.context import request_of
 from pipelines.runs import STARTED_BY_KEY
 from skills import (
-    BUILTIN_SKILLS_DIR,
     Catalog,
-    FolderSource,
     Home,
     Skill,
     SkillContext,
@@ -67,16 +65,14 @@ from skills import (
     UnknownSkillError,
 )
 from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
-from skills.core.checks import unknown_models
-from skills.core.discovery import ARCHIVE_SUFFIXES
 from skills.core.errors import clip
 from skills.core.roles import ROLES_KEY, Roles
 from skills.core.schema import check_arguments
-from skills.core.sources import report_roots
 from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
 from ._asking import attach_asker
+from ._building import pipeline_service, skill_catalog, upstream_source
 from ._calls import LOG_ORDER as LOG_ORDER
 from ._calls import (
     caller_of,
@@ -723,54 +719,9 @@ def create_server(
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
-    providers: list[SkillProvider] = []
-    if builtin:
-        providers.append(FolderSource(BUILTIN_SKILLS_DIR, "builtin", cache_dir=home.cache_dir))
-    providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})", cache_dir=home.cache_dir))
-    for extra in skill_dirs:
-        path = Path(extra).expanduser().resolve()
-        if not path.is_dir() and not (path.is_file() and path.suffix.lower() in ARCHIVE_SUFFIXES):
-            log.error("--skills %s is not a directory or a skill archive (.zip, .skill); skipped", path)
-            continue
-        providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
-    catalog = Catalog(providers, enabled=home.enabled_overrides())
-    report_roots(providers)
-    upstreams = None
-    servers_file = Path(servers).expanduser() if servers else home.servers_file
-    if servers_file.is_file() and _lists_servers(servers_file):
-        from mcp_types import Implementation
-
-        from adapters import ServerSource
-
-        grace = {} if connect_grace is None else {"connect_grace": connect_grace}
-        upstreams = ServerSource.from_file(
-            servers_file, client_info=Implementation(name="orchestrator", version=__version__), **grace
-        )
-        if upstreams.adapters or upstreams.problems():
-            catalog.add_provider(upstreams)
-        else:
-            upstreams = None
-    elif servers:
-        log.error("--servers %s does not exist; no upstream servers imported", servers_file)
-    service = None
-    cached: dict[str, Any] = {}  # the server's cached `models` and `roles`, made here already
-    if pipelines:
-        from adapters.models import ModelService
-        from pipelines.service import PipelineService
-
-        model_service = ModelService(home)
-        roles = Roles(home.root)
-        service = PipelineService(
-            home,
-            catalog,
-            examples=builtin,
-            models=lambda: model_service.registry.known(),
-            roles=roles.book,
-            backends=backends,
-        )
-        for warning in unknown_models(catalog, model_service.registry.known()):
-            log.warning("%s", warning)
-        cached = {"models": model_service, "roles": roles}  # one registry and one book of roles for the server
+    catalog = skill_catalog(home, skill_dirs, builtin=builtin)
+    upstreams = upstream_source(catalog, home, servers, connect_grace)
+    service, cached = pipeline_service(home, catalog, builtin=builtin, backends=backends) if pipelines else (None, {})
     home.record(catalog)
     access = Access(home, allow_dirs)
     server = OrchestratorServer(
@@ -791,20 +742,3 @@ def create_server(
         log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     server.__dict__.update(cached)
     return server
-
-
-def _lists_servers(path: Path) -> bool:
-    """Whether a servers file names any server (the default `{"mcpServers": {}}` does not), so
-    that a home without upstreams never imports the adapter at start-up. A file that is not
-    valid JSON counts: the adapter reports it."""
-    from skills.core.jsontext import load_json
-    from skills.core.yamltext import read_bounded
-
-    try:
-        data = load_json(read_bounded(path))
-    except (OSError, ValueError):  # JSONDecodeError (also for too deep / too long), UnicodeDecodeError
-        return True
-    if not isinstance(data, dict):
-        return True
-    config = cast("dict[str, Any]", data)
-    return not (config.get("mcpServers") == {} and len(config) == 1)
