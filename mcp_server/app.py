@@ -60,7 +60,6 @@ from skills import (
     Skill,
     SkillContext,
     SkillKind,
-    SkillProvider,
     SkillsError,
     UnknownSkillError,
 )
@@ -98,6 +97,7 @@ from ._skills_ext import SkillsExtension
 from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
+from ._watching import watch_skills
 from .tasks import CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
 
 if TYPE_CHECKING:
@@ -615,7 +615,7 @@ class OrchestratorServer(MCPServer):
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             ready = anyio.Event()
-            tg.start_soon(self._watch_loop, ready, stop)
+            tg.start_soon(watch_skills, self.catalog, self.home, self.pipelines, ready, stop)
             await ready.wait()
             try:
                 yield
@@ -623,43 +623,6 @@ class OrchestratorServer(MCPServer):
                 # Setting the event (not cancelling) lets the watcher thread return within one
                 # `step`; a cancel would wait for the thread's own timeout.
                 stop.set()
-
-    async def _watch_loop(self, ready: anyio.Event, stop: anyio.Event) -> None:
-        from watchfiles import awatch  # pyright: ignore[reportUnknownVariableType]  # its stop_event names trio's Event (trio is not installed)
-
-        by_path: dict[Path, SkillProvider] = {}
-        for provider in self.catalog.providers:
-            for path in provider.watch_paths():
-                by_path[path.resolve()] = provider
-        registry = self.home.registry_file.resolve() if self.home is not None else None
-        if not by_path:
-            ready.set()
-            return
-        watcher = awatch(*by_path, debounce=100, step=20, stop_event=stop)
-        ready.set()
-        async for changes in watcher:
-            touched: list[SkillProvider] = []
-            registry_changed = False
-            for _, changed in changes:
-                path = Path(changed)
-                if registry is not None and path == registry:
-                    registry_changed = True
-                    continue
-                for root, provider in by_path.items():
-                    relevant = getattr(provider, "relevant", None)
-                    if path.is_relative_to(root) and provider not in touched and (relevant is None or relevant(path)):
-                        touched.append(provider)
-            try:
-                if registry_changed and self.home is not None:
-                    await self.catalog.set_enabled(self.home.enabled_overrides())
-                if touched:
-                    if self.pipelines is not None:  # pipelines are re-verified against the skills they call
-                        touched += [p for p in self.pipelines.sources if p not in touched]
-                    await self.catalog.refresh(touched)
-                    if self.home is not None:
-                        self.home.record(self.catalog)
-            except OSError as exc:  # a folder vanished mid-scan: the next event rescans
-                log.warning("reload failed: %s", exc)
 
     # -- running -------------------------------------------------------------------------------
     @asynccontextmanager
