@@ -25,7 +25,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CallToolResult,
     CompleteRequestParams,
@@ -50,7 +49,6 @@ from mcp_types import (
 from mcp_types import (
     Tool as MCPTool,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapters.context import request_of
 from pipelines.runs import STARTED_BY_KEY
@@ -81,7 +79,6 @@ from ._calls import (
     finish_skill,
     may_task,
     tool_of,
-    wire_of,
     with_tasks,
 )
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
@@ -94,6 +91,7 @@ from ._pipelines import META_TOOLS
 from ._resources import resource_error
 from ._results import error_result, where_in
 from ._skills_ext import SkillsExtension
+from ._taskcalls import core_task_call, task_service
 from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
@@ -286,7 +284,7 @@ class OrchestratorServer(MCPServer):
         if context is not None and self.home is not None:  # `request_context` raises outside a request
             request = request_of(context) or context.request_context
             if target.may_task and declares_tasks(request):
-                return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
+                return await self.start_task(target, arguments, context, era="extension", ttl_ms=None)
             return await continue_in_rounds(
                 self.tasks,
                 target,
@@ -314,7 +312,7 @@ class OrchestratorServer(MCPServer):
             is_pipeline=skill.kind == "pipeline",
         )
 
-    async def _start_task(
+    async def start_task(
         self, target: CallTarget, arguments: dict[str, Any], context: Context[Any, Any], *, era: str, ttl_ms: int | None
     ) -> CallToolResult | dict[str, Any]:
         ctx = self.skill_context(target.skill, context, parked=True)
@@ -328,61 +326,13 @@ class OrchestratorServer(MCPServer):
         return {"task": task_wire(record, self.tasks, modern=False)}
 
     async def _core_task_calls(self, ctx: Any, call_next: Any) -> Any:
-        """2025-11-25 `tools/call` with `task`: answered with the task (core tasks, SEP-1686).
-
-        A middleware, not the handler: the SDK checks a handler's `tools/call` result against
-        `CallToolResult` in that era, and a task is another shape.
-        """
-        params: dict[str, Any] = ctx.params or {}
-        if ctx.method != "tools/call" or "task" not in params or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return await call_next(ctx)
-        from mcp_types import CallToolRequestParams
-
-        try:
-            call = CallToolRequestParams.model_validate(params, by_name=False)
-        except ValueError:
-            return await call_next(ctx)
-        target = self.target(call.name)
-        if isinstance(target, CallToolResult) or not target.may_task:
-            raise MCPError(
-                code=-32601,
-                message=f"'{clip(call.name, 64)}' cannot run as a task (its execution.taskSupport is not 'optional')",
-            )
-        context = Context(request_context=ctx, mcp_server=self, input_params=call)
-        arguments = call.arguments or {}
-        try:
-            check_arguments(call.name, target.skill.input_schema, arguments)
-        except SkillsError as exc:
-            return wire_of(error_result(exc, output_schema=target.output_schema))
-        ttl = call.task.ttl if call.task is not None else None
-        started = await self._start_task(target, arguments, context, era="core", ttl_ms=ttl)
-        return wire_of(started) if isinstance(started, CallToolResult) else started
+        """2025-11-25 `tools/call` with `task` (`_taskcalls.core_task_call`)."""
+        return await core_task_call(self, ctx, call_next)
 
     @cached_property
     def tasks(self) -> TaskService:
         """The server's tasks and parked calls (made on first use)."""
-        from .tasks import SqliteTaskStore, TaskService, TaskStore, load_task_limits
-
-        assert self.home is not None
-        state = self.pipelines.backends.state if self.pipelines is not None else None
-        store: TaskStore
-        if state:  # shared by the replicas: a task made through one is polled and fetched through another
-            from pipelines.pg import postgres
-
-            from .tasks._postgres import PostgresTaskStore
-
-            store = PostgresTaskStore(postgres(state))
-        else:
-            store = SqliteTaskStore(self.home.state_db)
-        service = TaskService(
-            store,
-            load_task_limits(self.home.root / "config.yaml"),
-            pipelines=self.pipelines,
-            sinks=lambda context, name: (context.report_progress, client_logger(context, name, self._log_levels)),
-            targets=self.target,
-        )
-        service.handles = self.handles
-        return service
+        return task_service(self, self._log_levels)
 
     @cached_property
     def handles(self) -> RunHandles:

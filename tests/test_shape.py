@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("skills", "pipelines", "adapters", "mcp_server")
 MAX_LINES = 600
 NOT_YET_SPLIT = {
-    "mcp_server/app.py": 707,
+    "mcp_server/app.py": 657,
 }
 """Modules still over the limit, each with the length it may not grow past: remove an entry once its
 module is split (the test says when an entry is no longer needed)."""
