@@ -6,6 +6,7 @@ server's handlers."""
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -37,21 +38,27 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapters.context import request_of
+from pipelines.runs import STARTED_BY_KEY
 from skills import (
     Skill,
     SkillCancelledError,
     SkillContext,
+    SkillKind,
     SkillsError,
 )
+from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
+from skills.core.roles import ROLES_KEY
+from skills.executors.runners import CLIENT_KEY
 
 from ._app_ui import RUN_APP_MIME, RUN_APP_URI, ui_meta
-from ._handles import handle_schema
+from ._asking import attach_asker
+from ._handles import HANDLES_KEY, handle_schema
 from ._meta import MetaSkill
 from ._results import cancel_pending, error_result, to_result, where_in
-from .tasks import TASKS_EXTENSION
+from .tasks import TASKS_EXTENSION, identity_of, share_of
 
 if TYPE_CHECKING:
-    pass
+    from .app import OrchestratorServer
 
 
 log = logging.getLogger("mcp_server")
@@ -230,3 +237,41 @@ def with_tasks(options: InitializationOptions, *, listed: bool = True) -> Initia
 
 def wire_of(result: CallToolResult) -> dict[str, Any]:
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+STARTS_AGENTS: frozenset[SkillKind] = frozenset({"agent", "pipeline", "meta"})
+"""Calls that may start agents (agent skills, pipelines with agent steps, meta tools): they get the
+home's agent roles and a run budget."""
+
+
+def skill_context_of(
+    server: OrchestratorServer,
+    skill: Skill,
+    context: Context[Any, Any] | None,
+    log_levels: weakref.WeakKeyDictionary[Any, int],
+    *,
+    parked: bool = False,
+) -> SkillContext:
+    """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
+    the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
+    run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
+    runs = server.runs_dir
+    ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
+    identity = identity_of(context)
+    ctx.extras[STARTED_BY_KEY] = identity.owner  # the pipeline runs it starts are the caller's
+    if context is not None:  # `request_context` raises outside a request
+        ctx.extras[CLIENT_KEY] = share_of(context, identity)  # the worker pool's fair shares
+        ctx.progress_fn = context.report_progress
+        ctx.log_fn = client_logger(context, skill.name, log_levels)
+        if not parked:  # a parked call outlives its request: the client is asked through the inbox
+            ctx.extras.update(client_requests(context))
+    server.models.attach(ctx, context, parked=parked)
+    attach_asker(ctx, context)  # how its pipelines' `ask:` steps reach the person, if they can
+    ctx.extras["catalog"] = server.catalog  # agents offer allow-listed Catalog skills as tools
+    if skill.kind == "meta":  # the run meta tools wait for and cancel the runs handed over here
+        ctx.extras[HANDLES_KEY] = server.handles
+    if skill.kind in STARTS_AGENTS:  # two stats a call: not for the plain skills
+        ctx.extras[ROLES_KEY] = server.roles.book()  # agents and spawn_agent name roles of the home
+        if server.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
+            ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(server.pipelines.limits.current())
+    return ctx

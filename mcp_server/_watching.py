@@ -5,14 +5,18 @@ when a server watches."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
 if TYPE_CHECKING:
-    import anyio
-
     from pipelines.service import PipelineService
     from skills import Catalog, Home, SkillProvider
+
+    from ._handles import RunHandles
 
 log = logging.getLogger("mcp_server")
 
@@ -56,3 +60,40 @@ async def watch_skills(
                     home.record(catalog)
         except OSError as exc:  # a folder vanished mid-scan: the next event rescans
             log.warning("reload failed: %s", exc)
+
+
+async def broadcast_changes(subscriptions: Any, sessions: list[Any]) -> list[Any]:
+    """Tell every client that tools, prompts and resources changed: 2026-07-28 clients through the
+    SDK's subscriptions, handshake-era `sessions` directly; the sessions still alive are returned."""
+    for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
+        await subscriptions.publish(event)
+    alive: list[Any] = []
+    for session in sessions:
+        try:
+            await session.send_tool_list_changed()
+            await session.send_prompt_list_changed()
+            await session.send_resource_list_changed()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            log.debug("dropping a closed session: %r", exc)
+            continue
+        except Exception as exc:  # a peer gone in a way the transport names differently
+            log.debug("dropping a session that failed to take a notification: %r", exc)
+            continue
+        alive.append(session)
+    return alive
+
+
+async def cancels_from_replicas(pipelines: PipelineService, handles: Callable[[], RunHandles | None]) -> None:
+    """`cancel_run` through another replica: stop the run if it runs here (PostgreSQL NOTIFY);
+    `handles` gives the server's run handles, if it made them yet."""
+    from ._runs import CANCEL_CHANNEL, cancel_locally
+
+    pg: Any = getattr(pipelines.store, "pg", None)
+    if pg is None:
+        return
+
+    async def heard(run_id: str | None) -> None:
+        if run_id and cancel_locally(pipelines, handles(), run_id):
+            log.info("run %s cancelled through another replica", run_id)
+
+    await pg.listen(CANCEL_CHANNEL, heard)

@@ -8,7 +8,6 @@ request, with the explicit JSON Schemas of skill.yaml instead of inferred ones.
 from __future__ import annotations
 
 import logging
-import os
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -24,7 +23,6 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp_types import (
     CallToolResult,
     CompleteRequestParams,
@@ -51,39 +49,32 @@ from mcp_types import (
 )
 
 from adapters.context import request_of
-from pipelines.runs import STARTED_BY_KEY
 from skills import (
     Catalog,
     Home,
     Skill,
     SkillContext,
-    SkillKind,
     SkillsError,
     UnknownSkillError,
 )
-from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.core.errors import clip
-from skills.core.roles import ROLES_KEY, Roles
+from skills.core.roles import Roles
 from skills.core.schema import check_arguments
-from skills.executors.runners import CLIENT_KEY
 
 from ._access import Access
-from ._asking import attach_asker
 from ._building import pipeline_service, skill_catalog, upstream_source
 from ._calls import LOG_ORDER as LOG_ORDER
 from ._calls import (
     caller_of,
-    client_logger,
-    client_requests,
     declares_tasks,
     finish_skill,
     may_task,
+    skill_context_of,
     tool_of,
     with_tasks,
 )
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
-from ._handles import HANDLES_KEY
 from ._listing import prompt_of, prompts_of, read_resource_text, resource_templates, resources_of
 from ._meta import MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
@@ -95,8 +86,8 @@ from ._taskcalls import core_task_call, task_service
 from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
-from ._watching import watch_skills
-from .tasks import CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
+from ._watching import broadcast_changes, cancels_from_replicas, watch_skills
+from .tasks import CallTarget, continue_in_rounds, identity_of, install, task_wire
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -113,9 +104,6 @@ __all__ = ["OrchestratorServer", "create_server"]
 
 log = logging.getLogger("mcp_server")
 
-_STARTS_AGENTS: frozenset[SkillKind] = frozenset({"agent", "pipeline", "meta"})
-"""Calls that may start agents (agent skills, pipelines with agent steps, meta tools): they get the
-home's agent roles and a run budget."""
 _LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
 
 INSTRUCTIONS = (
@@ -354,10 +342,6 @@ class OrchestratorServer(MCPServer):
         return self.catalog.unknown(name)
 
     @cached_property
-    def _runs_dir(self) -> Path | None:
-        return self.home.runs_dir if self.home is not None else None
-
-    @cached_property
     def models(self) -> ModelService:
         """The home's model registry (re-read when it changes) and the providers of each call."""
         from adapters.models import ModelService
@@ -366,28 +350,13 @@ class OrchestratorServer(MCPServer):
 
     def skill_context(self, skill: Skill, context: Context[Any, Any] | None, *, parked: bool = False) -> SkillContext:
         """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
-        the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
-        run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
-        runs = self._runs_dir
-        ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
-        identity = identity_of(context)
-        ctx.extras[STARTED_BY_KEY] = identity.owner  # the pipeline runs it starts are the caller's
-        if context is not None:  # `request_context` raises outside a request
-            ctx.extras[CLIENT_KEY] = share_of(context, identity)  # the worker pool's fair shares
-            ctx.progress_fn = context.report_progress
-            ctx.log_fn = client_logger(context, skill.name, self._log_levels)
-            if not parked:  # a parked call outlives its request: the client is asked through the inbox
-                ctx.extras.update(client_requests(context))
-        self.models.attach(ctx, context, parked=parked)
-        attach_asker(ctx, context)  # how its pipelines' `ask:` steps reach the person, if they can
-        ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
-        if skill.kind == "meta":  # the run meta tools wait for and cancel the runs handed over here
-            ctx.extras[HANDLES_KEY] = self.handles
-        if skill.kind in _STARTS_AGENTS:  # two stats a call: not for the plain skills
-            ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
-            if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
-                ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
-        return ctx
+        the Anthropic API or the client's sampling (`_calls.skill_context_of`)."""
+        return skill_context_of(self, skill, context, self._log_levels, parked=parked)
+
+    @cached_property
+    def runs_dir(self) -> Path | None:
+        """Where a call's artifacts go (the home's runs/; None without a home)."""
+        return self.home.runs_dir if self.home is not None else None
 
     @cached_property
     def help_writer(self) -> HelpWriter:
@@ -471,22 +440,7 @@ class OrchestratorServer(MCPServer):
 
     async def broadcast_list_changed(self) -> None:
         """Tell every connected client that tools, prompts and resources changed (both eras)."""
-        for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
-            await self._subscriptions.publish(event)
-        alive: list[Any] = []
-        for session in self._legacy_sessions:
-            try:
-                await session.send_tool_list_changed()
-                await session.send_prompt_list_changed()
-                await session.send_resource_list_changed()
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
-                log.debug("dropping a closed session: %r", exc)
-                continue
-            except Exception as exc:  # a peer gone in a way the transport names differently
-                log.debug("dropping a session that failed to take a notification: %r", exc)
-                continue
-            alive.append(session)
-        self._legacy_sessions = alive
+        self._legacy_sessions = await broadcast_changes(self._subscriptions, self._legacy_sessions)
 
     # -- live reload ---------------------------------------------------------------------------
     async def reload(self) -> bool:
@@ -525,19 +479,8 @@ class OrchestratorServer(MCPServer):
 
     async def _cancels_from_replicas(self) -> None:
         """`cancel_run` through another replica: stop the run if it runs here (PostgreSQL NOTIFY)."""
-        from ._runs import CANCEL_CHANNEL, cancel_locally
-
         assert self.pipelines is not None
-        pipelines = self.pipelines
-        pg: Any = getattr(pipelines.store, "pg", None)
-        if pg is None:
-            return
-
-        async def heard(run_id: str | None) -> None:
-            if run_id and cancel_locally(pipelines, self.__dict__.get("handles"), run_id):
-                log.info("run %s cancelled through another replica", run_id)
-
-        await pg.listen(CANCEL_CHANNEL, heard)
+        await cancels_from_replicas(self.pipelines, lambda: self.__dict__.get("handles"))
 
     async def _caught_up(self) -> bool:
         """Re-read the shared state's pipelines for a call of an unknown name (at most once a second):
