@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from skills import LoadProblem, Problem
-from skills.core._json import load_json
-from skills.core._yaml import read_bounded
+from skills.core.jsontext import load_json
+from skills.core.yamltext import read_bounded
 
 from ._names import sanitize
 from .errors import ServerConfigError

@@ -118,7 +118,7 @@ async def overhead_steps(subject: OrchestratorServer) -> list[tuple[str, float]]
     import anyio.to_thread
 
     from mcp_server._results import to_result
-    from skills.core._schema import check_arguments, check_output
+    from skills.core.schema import check_arguments, check_output
     from skills.executors._python import is_async_entry, run_python
 
     skill = subject.catalog.get("bench-add")

@@ -236,7 +236,7 @@ async def step_parts(bench: Bench) -> list[tuple[str, float]]:
     from pipelines.expressions import render
     from pipelines.runtime import RunContext
     from skills import SkillContext
-    from skills.core._schema import check_arguments
+    from skills.core.schema import check_arguments
     from skills.executors._python import load_entry
 
     skill = bench.catalog.get("bench-add")

@@ -42,9 +42,9 @@ def main() -> None:
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from langgraph.types import Send
 
-    from pipelines import _checkpoints, _queue, _wire
+    from pipelines import _checkpoints, _wire, runqueue
 
-    _queue.secure()
+    runqueue.secure()
     scope = {f"var{i}": {"text": "x" * 40, "n": i, "tags": ["a", "b"]} for i in range(16)}
     payload = {"scope": scope, "item": {"n": 5}, "index": 5, "n": 1000, "round": 0}
     task = ("0123456789ab", "each", payload)
@@ -53,7 +53,7 @@ def main() -> None:
     def ours() -> None:
         for _ in range(n):
             args = _wire.loads(_wire.dumps(task))
-            _queue.SHAPES["orchestrator_item"](args, _wire.loads(_wire.dumps({})))
+            runqueue.SHAPES["orchestrator_item"](args, _wire.loads(_wire.dumps({})))
 
     def pickled() -> None:
         for _ in range(n):

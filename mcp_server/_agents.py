@@ -16,10 +16,10 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills import ArgumentsError, SkillsError
-from skills.core._schema import ANY_JSON
 from skills.core.errors import ERROR_BODY_SCHEMA, FieldError
 from skills.core.models import UnknownModelError, model_access
-from skills.executors._agent import agent_output_schema
+from skills.core.schema import ANY_JSON
+from skills.executors.agent import agent_output_schema
 
 from ._meta import MetaTool, structured
 from ._results import error_result

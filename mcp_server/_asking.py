@@ -24,7 +24,7 @@ from mcp_types import Tool as MCPTool
 from pipelines.asking import ASK_KEY
 from pipelines.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillsError
-from skills.core._schema import ANY_JSON
+from skills.core.schema import ANY_JSON
 
 from ._meta import MetaTool, structured
 from ._results import error_result
@@ -38,7 +38,7 @@ __all__ = ["ANSWER_TOOLS", "attach_asker"]
 
 def attach_asker(ctx: SkillContext, context: Any) -> None:
     """Put the call's way to the person in `ctx.extras[ASK_KEY]` (nothing when there is none)."""
-    elicit = ctx.extras.get("elicitation")  # handshake era, called directly (`app._client_requests`)
+    elicit = ctx.extras.get("elicitation")  # handshake era, called directly (`_calls.client_requests`)
     if elicit is None:
         if not _elicits(context):  # most calls: nothing more to look at
             return

@@ -20,8 +20,8 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from skills import Skill, SkillsError, UnknownSkillError
-from skills.core._schema import check_arguments
 from skills.core.errors import clip
+from skills.core.schema import check_arguments
 
 from ._meta import structured
 from ._results import error_result, unbound

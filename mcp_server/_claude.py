@@ -184,7 +184,7 @@ def merge_entry(
     config: dict[str, Any] = {}
     existed = path.exists()
     if existed:
-        from skills.core._json import load_json  # bounded: a deeply nested file is reported, not a crash
+        from skills.core.jsontext import load_json  # bounded: a deeply nested file is reported, not a crash
 
         text = path.read_text(encoding="utf-8")
         try:

@@ -31,9 +31,9 @@ from mcp_types import CallToolResult, TextContent
 from pipelines.asking import ASK_KEY
 from pipelines.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillCancelledError
-from skills.core._schema import nullable
 from skills.core.base import LogFn, LogLevel, ProgressFn
 from skills.core.errors import error_envelope
+from skills.core.schema import nullable
 
 from ._results import error_result
 from .tasks import RUN_IDS_KEY

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from skills.core._schema import ANY_JSON, nullable
 from skills.core.errors import ERROR_BODY_SCHEMA, clip
+from skills.core.schema import ANY_JSON, nullable
 
 from ._meta import MetaTool, structured
 from ._results import error_result

@@ -46,8 +46,8 @@ from mcp_types import (
 )
 
 from skills import OutputError, Skill, SkillsError
-from skills.core._schema import check_output
 from skills.core.errors import ErrorBody, ErrorType, clip, error_envelope
+from skills.core.schema import check_output
 
 __all__ = [
     "MAX_RESULT_DEPTH",

@@ -26,7 +26,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from pipelines.runs import LOCAL, STARTED_BY_KEY, RunRecord, may_see
-from skills.core._schema import ANY_JSON, nullable
+from skills.core.schema import ANY_JSON, nullable
 
 from ._handles import HANDLES_KEY, RunHandles
 from ._meta import MetaTool, structured

@@ -21,9 +21,9 @@ from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
-from skills.core._json import nesting_depth
-from skills.core._schema import MAX_ARGUMENT_DEPTH
 from skills.core.errors import clip
+from skills.core.jsontext import nesting_depth
+from skills.core.schema import MAX_ARGUMENT_DEPTH
 
 __all__ = ["AnsweringReader", "request_id_of"]
 

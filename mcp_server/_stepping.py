@@ -23,15 +23,15 @@ from mcp_types import Tool as MCPTool
 
 from pipelines.runs import LOCAL, STARTED_BY_KEY
 from skills import ArgumentsError, SkillsError
-from skills.core._schema import ANY_JSON
 from skills.core.errors import FieldError, clip
+from skills.core.schema import ANY_JSON
 
 from ._meta import MetaTool, structured
 from ._results import error_result
 
 if TYPE_CHECKING:
-    from pipelines._stepping import Decision, StepView
     from pipelines.service import PipelineService
+    from pipelines.stepping import Decision, StepView
     from skills import SkillContext
 
 __all__ = ["RUN_TOOLS", "ElicitGate"]
@@ -74,7 +74,7 @@ class ElicitGate:
 async def _run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     from pipelines.errors import PipelineError, RunStopped
     from pipelines.source import new_run_id
-    from skills.core._schema import check_arguments
+    from skills.core.schema import check_arguments
 
     schema = RUN.tool.output_schema
     if bool(args.get("pipeline")) == bool(args.get("resume")):

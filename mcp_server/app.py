@@ -8,29 +8,22 @@ request, with the explicit JSON Schemas of skill.yaml instead of inferred ones.
 from __future__ import annotations
 
 import logging
-import os
-import warnings
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types as types
 from mcp.server.apps import Apps
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
-    INVALID_PARAMS,
     CallToolResult,
     CompleteRequestParams,
     CompleteResult,
@@ -40,23 +33,11 @@ from mcp_types import (
     ListPromptsResult,
     ListResourcesResult,
     ListToolsResult,
-    LoggingLevel,
     NotificationParams,
     PaginatedRequestParams,
-    PromptMessage,
-    ServerTasksCapability,
-    ServerTasksRequestsCapability,
     SetLevelRequestParams,
-    TasksCallCapability,
-    TasksCancelCapability,
-    TasksListCapability,
-    TasksToolsCapability,
-    TextContent,
-    ToolAnnotations,
-    ToolExecution,
 )
 from mcp_types import Prompt as MCPPrompt
-from mcp_types import PromptArgument as MCPPromptArgument
 from mcp_types import (
     Resource as MCPResource,
 )
@@ -66,53 +47,52 @@ from mcp_types import (
 from mcp_types import (
     Tool as MCPTool,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapters.context import request_of
-from pipelines.runs import STARTED_BY_KEY
 from skills import (
-    BUILTIN_SKILLS_DIR,
     Catalog,
-    FolderSource,
     Home,
     Skill,
-    SkillCancelledError,
     SkillContext,
-    SkillKind,
-    SkillProvider,
     SkillsError,
     UnknownSkillError,
 )
-from skills.core._schema import check_arguments
-from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
-from skills.core.checks import unknown_models
-from skills.core.discovery import ARCHIVE_SUFFIXES
 from skills.core.errors import clip
-from skills.core.roles import ROLES_KEY, Roles
-from skills.core.sources import report_roots
-from skills.executors.runners import CLIENT_KEY
+from skills.core.roles import Roles
+from skills.core.schema import check_arguments
 
 from ._access import Access
-from ._app_ui import RUN_APP_MIME, RUN_APP_URI, run_app_html, ui_meta
-from ._asking import attach_asker
+from ._building import pipeline_service, skill_catalog, upstream_source
+from ._calls import LOG_ORDER as LOG_ORDER
+from ._calls import (
+    caller_of,
+    declares_tasks,
+    finish_skill,
+    may_task,
+    skill_context_of,
+    tool_of,
+    with_tasks,
+)
 from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
 from ._completion import complete
-from ._handles import HANDLES_KEY, handle_schema
-from ._meta import MetaSkill, MetaSource
+from ._listing import prompt_of, prompts_of, read_resource_text, resource_templates, resources_of
+from ._meta import MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
-from ._pipelines import META_TOOLS, read_pipeline_resource
-from ._resources import read_skill_file, resource_error
-from ._results import cancel_pending, error_result, to_result, where_in
+from ._pipelines import META_TOOLS
+from ._resources import resource_error
+from ._results import error_result, where_in
 from ._skills_ext import SkillsExtension
+from ._taskcalls import core_task_call, task_service
 from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
-from .tasks import TASKS_EXTENSION, CallTarget, continue_in_rounds, identity_of, install, share_of, task_wire
+from ._watching import broadcast_changes, cancels_from_replicas, watch_skills
+from .tasks import CallTarget, continue_in_rounds, identity_of, install, task_wire
 
 if TYPE_CHECKING:
     from adapters import ServerSource
     from adapters.models import ModelService
-    from pipelines._help_ai import HelpWriter
+    from pipelines.help_ai import HelpWriter
     from pipelines.service import PipelineService
     from pipelines.state import Backends
 
@@ -124,9 +104,6 @@ __all__ = ["OrchestratorServer", "create_server"]
 
 log = logging.getLogger("mcp_server")
 
-_STARTS_AGENTS: frozenset[SkillKind] = frozenset({"agent", "pipeline", "meta"})
-"""Calls that may start agents (agent skills, pipelines with agent steps, meta tools): they get the
-home's agent roles and a run budget."""
 _LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
 
 INSTRUCTIONS = (
@@ -203,7 +180,7 @@ class OrchestratorServer(MCPServer):
         ) -> InitializationOptions:
             notify = notification_options or (changes if self.list_changed_to_handshake_clients else None)
             options = create(notify, experimental_capabilities, extensions)
-            return _with_tasks(options, listed=self.tasks_listed_to_handshake_clients)
+            return with_tasks(options, listed=self.tasks_listed_to_handshake_clients)
 
         low.create_initialization_options = initialization_options
         low.add_notification_handler("notifications/initialized", NotificationParams, self._on_initialized)
@@ -261,9 +238,9 @@ class OrchestratorServer(MCPServer):
             return cached[1]
         handles = self.home is not None and self.handles.after > 0
         if self.catalogue_active():
-            tools = catalogue_tools() + [_tool_of(s, handles) for s in self.catalog.tools() if s.kind == "meta"]
+            tools = catalogue_tools() + [tool_of(s, handles) for s in self.catalog.tools() if s.kind == "meta"]
         else:
-            tools = [_tool_of(skill, handles) for skill in self.catalog.tools()]
+            tools = [tool_of(skill, handles) for skill in self.catalog.tools()]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
@@ -294,8 +271,8 @@ class OrchestratorServer(MCPServer):
             return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
         if context is not None and self.home is not None:  # `request_context` raises outside a request
             request = request_of(context) or context.request_context
-            if target.may_task and _declares_tasks(request):
-                return await self._start_task(target, arguments, context, era="extension", ttl_ms=None)
+            if target.may_task and declares_tasks(request):
+                return await self.start_task(target, arguments, context, era="extension", ttl_ms=None)
             return await continue_in_rounds(
                 self.tasks,
                 target,
@@ -317,13 +294,13 @@ class OrchestratorServer(MCPServer):
             name=skill.name,
             skill=skill,
             output_schema=skill.output_schema,
-            may_task=_may_task(skill),
+            may_task=may_task(skill),
             run=skill.run,
-            finish=lambda work, ctx: _finish_skill(skill, work, ctx),
+            finish=lambda work, ctx: finish_skill(skill, work, ctx),
             is_pipeline=skill.kind == "pipeline",
         )
 
-    async def _start_task(
+    async def start_task(
         self, target: CallTarget, arguments: dict[str, Any], context: Context[Any, Any], *, era: str, ttl_ms: int | None
     ) -> CallToolResult | dict[str, Any]:
         ctx = self.skill_context(target.skill, context, parked=True)
@@ -337,61 +314,13 @@ class OrchestratorServer(MCPServer):
         return {"task": task_wire(record, self.tasks, modern=False)}
 
     async def _core_task_calls(self, ctx: Any, call_next: Any) -> Any:
-        """2025-11-25 `tools/call` with `task`: answered with the task (core tasks, SEP-1686).
-
-        A middleware, not the handler: the SDK checks a handler's `tools/call` result against
-        `CallToolResult` in that era, and a task is another shape.
-        """
-        params: dict[str, Any] = ctx.params or {}
-        if ctx.method != "tools/call" or "task" not in params or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return await call_next(ctx)
-        from mcp_types import CallToolRequestParams
-
-        try:
-            call = CallToolRequestParams.model_validate(params, by_name=False)
-        except ValueError:
-            return await call_next(ctx)
-        target = self.target(call.name)
-        if isinstance(target, CallToolResult) or not target.may_task:
-            raise MCPError(
-                code=-32601,
-                message=f"'{clip(call.name, 64)}' cannot run as a task (its execution.taskSupport is not 'optional')",
-            )
-        context = Context(request_context=ctx, mcp_server=self, input_params=call)
-        arguments = call.arguments or {}
-        try:
-            check_arguments(call.name, target.skill.input_schema, arguments)
-        except SkillsError as exc:
-            return _wire(error_result(exc, output_schema=target.output_schema))
-        ttl = call.task.ttl if call.task is not None else None
-        started = await self._start_task(target, arguments, context, era="core", ttl_ms=ttl)
-        return _wire(started) if isinstance(started, CallToolResult) else started
+        """2025-11-25 `tools/call` with `task` (`_taskcalls.core_task_call`)."""
+        return await core_task_call(self, ctx, call_next)
 
     @cached_property
     def tasks(self) -> TaskService:
         """The server's tasks and parked calls (made on first use)."""
-        from .tasks import SqliteTaskStore, TaskService, TaskStore, load_task_limits
-
-        assert self.home is not None
-        state = self.pipelines.backends.state if self.pipelines is not None else None
-        store: TaskStore
-        if state:  # shared by the replicas: a task made through one is polled and fetched through another
-            from pipelines._pg import postgres
-
-            from .tasks._postgres import PostgresTaskStore
-
-            store = PostgresTaskStore(postgres(state))
-        else:
-            store = SqliteTaskStore(self.home.state_db)
-        service = TaskService(
-            store,
-            load_task_limits(self.home.root / "config.yaml"),
-            pipelines=self.pipelines,
-            sinks=lambda context, name: (context.report_progress, _client_logger(context, name, self._log_levels)),
-            targets=self.target,
-        )
-        service.handles = self.handles
-        return service
+        return task_service(self, self._log_levels)
 
     @cached_property
     def handles(self) -> RunHandles:
@@ -413,10 +342,6 @@ class OrchestratorServer(MCPServer):
         return self.catalog.unknown(name)
 
     @cached_property
-    def _runs_dir(self) -> Path | None:
-        return self.home.runs_dir if self.home is not None else None
-
-    @cached_property
     def models(self) -> ModelService:
         """The home's model registry (re-read when it changes) and the providers of each call."""
         from adapters.models import ModelService
@@ -425,33 +350,18 @@ class OrchestratorServer(MCPServer):
 
     def skill_context(self, skill: Skill, context: Context[Any, Any] | None, *, parked: bool = False) -> SkillContext:
         """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
-        the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
-        run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
-        runs = self._runs_dir
-        ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
-        identity = identity_of(context)
-        ctx.extras[STARTED_BY_KEY] = identity.owner  # the pipeline runs it starts are the caller's
-        if context is not None:  # `request_context` raises outside a request
-            ctx.extras[CLIENT_KEY] = share_of(context, identity)  # the worker pool's fair shares
-            ctx.progress_fn = context.report_progress
-            ctx.log_fn = _client_logger(context, skill.name, self._log_levels)
-            if not parked:  # a parked call outlives its request: the client is asked through the inbox
-                ctx.extras.update(_client_requests(context))
-        self.models.attach(ctx, context, parked=parked)
-        attach_asker(ctx, context)  # how its pipelines' `ask:` steps reach the person, if they can
-        ctx.extras["catalog"] = self.catalog  # agents offer allow-listed Catalog skills as tools
-        if skill.kind == "meta":  # the run meta tools wait for and cancel the runs handed over here
-            ctx.extras[HANDLES_KEY] = self.handles
-        if skill.kind in _STARTS_AGENTS:  # two stats a call: not for the plain skills
-            ctx.extras[ROLES_KEY] = self.roles.book()  # agents and spawn_agent name roles of the home
-            if self.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
-                ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(self.pipelines.limits.current())
-        return ctx
+        the Anthropic API or the client's sampling (`_calls.skill_context_of`)."""
+        return skill_context_of(self, skill, context, self._log_levels, parked=parked)
+
+    @cached_property
+    def runs_dir(self) -> Path | None:
+        """Where a call's artifacts go (the home's runs/; None without a home)."""
+        return self.home.runs_dir if self.home is not None else None
 
     @cached_property
     def help_writer(self) -> HelpWriter:
         """Writes the model's overview of every published pipeline in the background (`running`)."""
-        from pipelines._help_ai import HelpWriter
+        from pipelines.help_ai import HelpWriter
 
         assert self.pipelines is not None
         return HelpWriter(self.pipelines, self.models.api_access)
@@ -469,54 +379,10 @@ class OrchestratorServer(MCPServer):
         return ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_resources(self) -> list[MCPResource]:
-        return (
-            [
-                MCPResource(
-                    uri=f"skill://{skill.name}/SKILL.md",
-                    name=skill.name,  # the frontmatter name (SEP-2640: clients match the two)
-                    title=f"{skill.title or skill.name}: SKILL.md",
-                    description=skill.description,
-                    mime_type="text/markdown",
-                )
-                for skill in self.catalog
-                if skill.root is not None
-            ]
-            + [
-                MCPResource(
-                    uri=f"pipeline://{skill.name}",
-                    name=f"pipeline {skill.name}",
-                    title=f"{skill.title or skill.name} (pipeline YAML)",
-                    description=f"Source of the pipeline {skill.name}; its graph is pipeline://{skill.name}/graph.",
-                    mime_type="application/yaml",
-                )
-                for skill in self.catalog
-                if skill.kind == "pipeline"
-            ]
-            + ([_RUN_APP_RESOURCE] if self.pipelines is not None else [])  # no pipelines, no runs to show
-        )
+        return resources_of(self.catalog, self.pipelines)
 
     async def list_resource_templates(self) -> list[MCPResourceTemplate]:
-        return [
-            MCPResourceTemplate(
-                uri_template="skill://{name}/{path}",
-                name="skill-file",
-                title="A file bundled with a skill",
-                description="SKILL.md or any bundled file (references/, scripts/, assets/) of a skill.",
-            ),
-            MCPResourceTemplate(
-                uri_template="pipeline://{id}/graph",
-                name="pipeline-graph",
-                title="A pipeline's graph (Mermaid)",
-                description="The compiled control flow of a pipeline as a Mermaid flowchart.",
-                mime_type="text/vnd.mermaid",
-            ),
-            MCPResourceTemplate(
-                uri_template="run://{run_id}/{path}",
-                name="run-artifact",
-                title="A file a pipeline run wrote",
-                description="Artifacts of a run (pipelines/<id>/runs/<run_id>/ in the home).",
-            ),
-        ]
+        return resource_templates()
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Iterable[ReadResourceContents]:
         """One resource; a refused path is -32602, an unknown resource the code of the client's era
@@ -528,21 +394,7 @@ class OrchestratorServer(MCPServer):
             raise resource_error(exc, str(uri), era) from None
 
     def _read_resource(self, text: str, viewer: str) -> list[ReadResourceContents]:
-        if text == RUN_APP_URI:
-            return [ReadResourceContents(content=run_app_html(), mime_type=RUN_APP_MIME)]
-        if text.startswith(("pipeline://", "run://")) and self.pipelines is not None:
-            content, mime = read_pipeline_resource(self.pipelines, text, viewer)
-            return [ReadResourceContents(content=content, mime_type=mime)]
-        if not text.startswith("skill://"):
-            raise ResourceNotFoundError(
-                f"unknown resource {clip(text)}: this server serves skill://, pipeline:// and run:// resources"
-            )
-        name, _, rel = text[len("skill://") :].partition("/")
-        skill = self.catalog.find(name)
-        if skill is None or skill.root is None:
-            raise ResourceNotFoundError(f"no skill named '{clip(name, 64)}' with files (from {clip(text)})")
-        content, mime = read_skill_file(skill.root, rel or "SKILL.md", getattr(skill, "boundary", None))
-        return [ReadResourceContents(content=content, mime_type=mime)]
+        return read_resource_text(self.catalog, self.pipelines, text, viewer)
 
     # -- prompts -----------------------------------------------------------------------------
     async def _handle_list_prompts(self, ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
@@ -550,48 +402,17 @@ class OrchestratorServer(MCPServer):
         return ListPromptsResult(prompts=items, next_cursor=cursor)
 
     async def list_prompts(self) -> list[MCPPrompt]:
-        return [
-            MCPPrompt(
-                name=skill.name,
-                title=skill.title,
-                description=skill.description,
-                arguments=[
-                    MCPPromptArgument(name="task", description="What to do with these instructions", required=False)
-                ],
-            )
-            for skill in self.catalog
-            if skill.kind == "instructions"
-        ]
+        return prompts_of(self.catalog)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
     ) -> GetPromptResult:
-        skill = self.catalog.find(name)
-        if skill is None or skill.kind != "instructions":
-            hint = _unknown_prompt_hint(name, [s.name for s in self.catalog if s.kind == "instructions"])
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"no prompt named '{clip(name, 64)}' ({hint})",
-                data={"name": clip(name, 64)},
-            )
-        task = (arguments or {}).get("task")
-        text = skill.body()
-        files = skill.files()
-        if len(files) > 1:
-            text += "\n\nBundled files (read them as resources): " + ", ".join(
-                f"skill://{skill.name}/{f}" for f in files if f != "SKILL.md"
-            )
-        if task:
-            text += f"\n\nTask: {task}"
-        return GetPromptResult(
-            description=skill.description,
-            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
-        )
+        return prompt_of(self.catalog, name, arguments)
 
     # -- logging and completion --------------------------------------------------------------
     async def _set_log_level(self, ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
         """`logging/setLevel` (handshake era): this session gets log messages at that level and above."""
-        self._log_levels[_caller_of(ctx.session)] = LOG_ORDER.index(params.level)
+        self._log_levels[caller_of(ctx.session)] = LOG_ORDER.index(params.level)
         return EmptyResult()
 
     async def _complete(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
@@ -619,22 +440,7 @@ class OrchestratorServer(MCPServer):
 
     async def broadcast_list_changed(self) -> None:
         """Tell every connected client that tools, prompts and resources changed (both eras)."""
-        for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
-            await self._subscriptions.publish(event)
-        alive: list[Any] = []
-        for session in self._legacy_sessions:
-            try:
-                await session.send_tool_list_changed()
-                await session.send_prompt_list_changed()
-                await session.send_resource_list_changed()
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
-                log.debug("dropping a closed session: %r", exc)
-                continue
-            except Exception as exc:  # a peer gone in a way the transport names differently
-                log.debug("dropping a session that failed to take a notification: %r", exc)
-                continue
-            alive.append(session)
-        self._legacy_sessions = alive
+        self._legacy_sessions = await broadcast_changes(self._subscriptions, self._legacy_sessions)
 
     # -- live reload ---------------------------------------------------------------------------
     async def reload(self) -> bool:
@@ -673,19 +479,8 @@ class OrchestratorServer(MCPServer):
 
     async def _cancels_from_replicas(self) -> None:
         """`cancel_run` through another replica: stop the run if it runs here (PostgreSQL NOTIFY)."""
-        from ._runs import CANCEL_CHANNEL, cancel_locally
-
         assert self.pipelines is not None
-        pipelines = self.pipelines
-        pg: Any = getattr(pipelines.store, "pg", None)
-        if pg is None:
-            return
-
-        async def heard(run_id: str | None) -> None:
-            if run_id and cancel_locally(pipelines, self.__dict__.get("handles"), run_id):
-                log.info("run %s cancelled through another replica", run_id)
-
-        await pg.listen(CANCEL_CHANNEL, heard)
+        await cancels_from_replicas(self.pipelines, lambda: self.__dict__.get("handles"))
 
     async def _caught_up(self) -> bool:
         """Re-read the shared state's pipelines for a call of an unknown name (at most once a second):
@@ -713,7 +508,7 @@ class OrchestratorServer(MCPServer):
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             ready = anyio.Event()
-            tg.start_soon(self._watch_loop, ready, stop)
+            tg.start_soon(watch_skills, self.catalog, self.home, self.pipelines, ready, stop)
             await ready.wait()
             try:
                 yield
@@ -721,43 +516,6 @@ class OrchestratorServer(MCPServer):
                 # Setting the event (not cancelling) lets the watcher thread return within one
                 # `step`; a cancel would wait for the thread's own timeout.
                 stop.set()
-
-    async def _watch_loop(self, ready: anyio.Event, stop: anyio.Event) -> None:
-        from watchfiles import awatch  # pyright: ignore[reportUnknownVariableType]  # its stop_event names trio's Event (trio is not installed)
-
-        by_path: dict[Path, SkillProvider] = {}
-        for provider in self.catalog.providers:
-            for path in provider.watch_paths():
-                by_path[path.resolve()] = provider
-        registry = self.home.registry_file.resolve() if self.home is not None else None
-        if not by_path:
-            ready.set()
-            return
-        watcher = awatch(*by_path, debounce=100, step=20, stop_event=stop)
-        ready.set()
-        async for changes in watcher:
-            touched: list[SkillProvider] = []
-            registry_changed = False
-            for _, changed in changes:
-                path = Path(changed)
-                if registry is not None and path == registry:
-                    registry_changed = True
-                    continue
-                for root, provider in by_path.items():
-                    relevant = getattr(provider, "relevant", None)
-                    if path.is_relative_to(root) and provider not in touched and (relevant is None or relevant(path)):
-                        touched.append(provider)
-            try:
-                if registry_changed and self.home is not None:
-                    await self.catalog.set_enabled(self.home.enabled_overrides())
-                if touched:
-                    if self.pipelines is not None:  # pipelines are re-verified against the skills they call
-                        touched += [p for p in self.pipelines.sources if p not in touched]
-                    await self.catalog.refresh(touched)
-                    if self.home is not None:
-                        self.home.record(self.catalog)
-            except OSError as exc:  # a folder vanished mid-scan: the next event rescans
-                log.warning("reload failed: %s", exc)
 
     # -- running -------------------------------------------------------------------------------
     @asynccontextmanager
@@ -786,181 +544,6 @@ class OrchestratorServer(MCPServer):
             low = self._lowlevel_server
             reader = AnsweringReader(read_stream, write_stream)  # answers lines its parser refused
             await low.run(reader, write_stream, low.create_initialization_options())
-
-
-def _unknown_prompt_hint(name: str, prompts: list[str]) -> str:
-    """Where to look for a prompt: the close prompt names, else prompts/list (tools are no answer)."""
-    import difflib
-
-    close = difflib.get_close_matches(name, prompts, n=3, cutoff=0.6) if len(name) <= 64 else []
-    if close:
-        return f"did you mean {', '.join(repr(c) for c in close)}? prompts/list shows the prompts"
-    return "prompts/list shows the prompts"
-
-
-_RUN_APP_RESOURCE = MCPResource(
-    uri=RUN_APP_URI,
-    name="run",
-    title="A run, followed live (MCP App)",
-    description="Shows the run a pipeline tool started, its steps and their status, as it goes.",
-    mime_type=RUN_APP_MIME,
-)
-
-
-def _internal(name: str, schema: dict[str, Any] | None) -> CallToolResult:
-    """The envelope of an unexpected exception (a bug): logged with its traceback, never shown."""
-    log.exception("tool %s raised an unexpected exception", name)
-    return error_result(
-        f"'{name}' failed with an internal error",
-        "the server log has the details; call again, and report it if it persists",
-        error_type="internal",
-        output_schema=schema,
-    )
-
-
-def _tool_of(skill: Skill, handles: bool = False) -> MCPTool:
-    """The tool of a skill; `handles`: a long one's output schema admits its run handle too."""
-    description = skill.description
-    if skill.kind == "instructions":
-        description = f"Instructions: {description}"
-    annotations = skill.annotations
-    return MCPTool(
-        name=skill.name,
-        title=skill.title,
-        description=description,
-        input_schema=skill.input_schema,
-        output_schema=handle_schema(skill.output_schema) if handles and _may_task(skill) else skill.output_schema,
-        annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
-        execution=ToolExecution(task_support="optional") if _may_task(skill) else None,
-        _meta=ui_meta(skill.kind == "pipeline" or (isinstance(skill, MetaSkill) and skill.long_running)),
-    )
-
-
-def _may_task(skill: Skill) -> bool:
-    """Whether a call may run as a task: pipelines, agents and the long meta tools (create_skill,
-    plan_and_run, orchestrate, spawn_agent, run_pipeline: `MetaTool.long_running`)."""
-    return skill.kind in ("pipeline", "agent") or (isinstance(skill, MetaSkill) and skill.long_running)
-
-
-LOG_ORDER: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-"""MCP log levels, least severe first (RFC 5424)."""
-
-
-def _caller_of(session: Any) -> Any:
-    """The object that stands for one client connection (a session is made per request)."""
-    return getattr(session, "_connection", session)
-
-
-def _client_logger(context: Context[Any, Any], skill: str, levels: weakref.WeakKeyDictionary[Any, int]):
-    request = request_of(context) or context.request_context
-    session, request_id = request.session, request.request_id
-    caller = _caller_of(session)
-
-    async def send(level: LoggingLevel, message: str) -> None:
-        message = _without_prefix(message, skill)  # "agent: agent: starting" says its name once
-        getattr(log, level)("%s: %s", skill, message)
-        if LOG_ORDER.index(level) < levels.get(caller, 0):
-            return  # below the level this client set with logging/setLevel
-        # Logging is deprecated in 2026-07-28 but it is how handshake-era clients (Claude Desktop,
-        # the Inspector) show a tool's activity; the SDK drops it where the client did not opt in.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            send_log = session.send_log_message  # pyright: ignore[reportDeprecated]  # on purpose: see above
-            pending = send_log(level, message, logger=skill, related_request_id=request_id)
-        await pending
-
-    return send
-
-
-def _without_prefix(message: str, logger: str) -> str:
-    """`message` without a leading `<logger>: `: the logger is shown beside it. (Only with the
-    colon: "count 3 files" from a skill named `count` is a sentence, not a prefix.)"""
-    if message.startswith(f"{logger}:"):
-        rest = message[len(logger) + 1 :].lstrip()
-        return rest or message
-    return message
-
-
-def _client_requests(context: Context[Any, Any]) -> dict[str, Any]:
-    """How a skill (an imported tool's upstream, later a model) may ask our client mid-call.
-
-    Handshake-era sessions can carry server-to-client requests (sampling, elicitation) tied to
-    the call; 2026-07-28 ones cannot during a call, so nothing is offered and the upstream gets a
-    clean refusal. `caller` groups the calls of one client session.
-    """
-    request = request_of(context) or context.request_context
-    session = request.session
-    extras: dict[str, Any] = {"caller": getattr(session, "_connection", session)}
-    if session.protocol_version in MODERN_PROTOCOL_VERSIONS or not session.can_send_request:
-        return extras
-    caps = session.client_capabilities
-    related = ServerMessageMetadata(related_request_id=request.request_id)
-
-    async def sampling(
-        params: types.CreateMessageRequestParams,
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
-        message = types.CreateMessageRequest(params=params)
-        # A request with tools may be answered with tool_use content, which only the WithTools shape allows.
-        shape = types.CreateMessageResultWithTools if params.tools or params.tool_choice else types.CreateMessageResult
-        return await session.send_request(message, shape, metadata=related)
-
-    async def elicitation(params: types.ElicitRequestParams) -> types.ElicitResult:
-        message = types.ElicitRequest(params=params)
-        return await session.send_request(message, types.ElicitResult, metadata=related)
-
-    if caps is not None and caps.sampling is not None:
-        extras["sampling"] = sampling
-    if caps is not None and caps.elicitation is not None:
-        extras["elicitation"] = elicitation
-    return extras
-
-
-async def _finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolResult:
-    """A skill's work made its result: the value, or the envelope of what went wrong."""
-    name, schema = skill.name, skill.output_schema
-    try:
-        value = await work()
-    except SkillsError as exc:
-        log.info("tool %s failed: %s", name, exc)
-        return error_result(exc, where=where_in(skill.root, exc), output_schema=schema)
-    except anyio.get_cancelled_exc_class():
-        if cancel_pending():
-            raise  # the client (or shutdown) cancelled the call: there is no one to answer
-        log.info("tool %s: its work was cancelled from inside", name)
-        return error_result(
-            SkillCancelledError(f"'{name}' was cancelled before it finished", hint="call it again"),
-            output_schema=schema,
-        )
-    except Exception:  # top-level handler of one call: a bug must cost this call only, never the server
-        return _internal(name, schema)
-    notes: list[str] = []
-    result = to_result(skill, value, notes)
-    for note in notes:
-        await ctx.warning(note)
-    return result
-
-
-def _declares_tasks(request: Any) -> bool:
-    """Whether a 2026-07-28 request declares the tasks extension (then it may get a task)."""
-    if request.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return False
-    caps = request.session.client_capabilities
-    return bool(caps is not None and caps.extensions and TASKS_EXTENSION in caps.extensions)
-
-
-def _with_tasks(options: InitializationOptions, *, listed: bool = True) -> InitializationOptions:
-    """Handshake-era capabilities say that tools may run as tasks (2025-11-25 core tasks);
-    `listed`: `tasks/list` is offered (not over stateless HTTP, where it would always be empty)."""
-    options.capabilities.tasks = ServerTasksCapability(
-        list=TasksListCapability() if listed else None,
-        cancel=TasksCancelCapability(),
-        requests=ServerTasksRequestsCapability(tools=TasksToolsCapability(call=TasksCallCapability())),
-    )
-    return options
-
-
-def _wire(result: CallToolResult) -> dict[str, Any]:
-    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def create_server(
@@ -992,54 +575,9 @@ def create_server(
     """
     home = home if isinstance(home, Home) else Home.resolve(home)
     home.ensure()
-    providers: list[SkillProvider] = []
-    if builtin:
-        providers.append(FolderSource(BUILTIN_SKILLS_DIR, "builtin", cache_dir=home.cache_dir))
-    providers.append(FolderSource(home.skills_dir, "home", label=f"home ({home.skills_dir})", cache_dir=home.cache_dir))
-    for extra in skill_dirs:
-        path = Path(extra).expanduser().resolve()
-        if not path.is_dir() and not (path.is_file() and path.suffix.lower() in ARCHIVE_SUFFIXES):
-            log.error("--skills %s is not a directory or a skill archive (.zip, .skill); skipped", path)
-            continue
-        providers.append(FolderSource(path, "user", label=str(path), cache_dir=home.cache_dir))
-    catalog = Catalog(providers, enabled=home.enabled_overrides())
-    report_roots(providers)
-    upstreams = None
-    servers_file = Path(servers).expanduser() if servers else home.servers_file
-    if servers_file.is_file() and _lists_servers(servers_file):
-        from mcp_types import Implementation
-
-        from adapters import ServerSource
-
-        grace = {} if connect_grace is None else {"connect_grace": connect_grace}
-        upstreams = ServerSource.from_file(
-            servers_file, client_info=Implementation(name="orchestrator", version=__version__), **grace
-        )
-        if upstreams.adapters or upstreams.problems():
-            catalog.add_provider(upstreams)
-        else:
-            upstreams = None
-    elif servers:
-        log.error("--servers %s does not exist; no upstream servers imported", servers_file)
-    service = None
-    cached: dict[str, Any] = {}  # the server's cached `models` and `roles`, made here already
-    if pipelines:
-        from adapters.models import ModelService
-        from pipelines.service import PipelineService
-
-        model_service = ModelService(home)
-        roles = Roles(home.root)
-        service = PipelineService(
-            home,
-            catalog,
-            examples=builtin,
-            models=lambda: model_service.registry.known(),
-            roles=roles.book,
-            backends=backends,
-        )
-        for warning in unknown_models(catalog, model_service.registry.known()):
-            log.warning("%s", warning)
-        cached = {"models": model_service, "roles": roles}  # one registry and one book of roles for the server
+    catalog = skill_catalog(home, skill_dirs, builtin=builtin)
+    upstreams = upstream_source(catalog, home, servers, connect_grace)
+    service, cached = pipeline_service(home, catalog, builtin=builtin, backends=backends) if pipelines else (None, {})
     home.record(catalog)
     access = Access(home, allow_dirs)
     server = OrchestratorServer(
@@ -1060,20 +598,3 @@ def create_server(
         log.log(logging.WARNING if skipped else logging.ERROR, "not published: %s", problem.error)
     server.__dict__.update(cached)
     return server
-
-
-def _lists_servers(path: Path) -> bool:
-    """Whether a servers file names any server (the default `{"mcpServers": {}}` does not), so
-    that a home without upstreams never imports the adapter at start-up. A file that is not
-    valid JSON counts: the adapter reports it."""
-    from skills.core._json import load_json
-    from skills.core._yaml import read_bounded
-
-    try:
-        data = load_json(read_bounded(path))
-    except (OSError, ValueError):  # JSONDecodeError (also for too deep / too long), UnicodeDecodeError
-        return True
-    if not isinstance(data, dict):
-        return True
-    config = cast("dict[str, Any]", data)
-    return not (config.get("mcpServers") == {} and len(config) == 1)

@@ -18,10 +18,12 @@ Construction of what passed is left to LangGraph, strict with the same list.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
+
+import anyio
 
 from .errors import RefusedData
 
@@ -128,3 +130,34 @@ async def saver(state_url: str | None, sqlite_path: Path) -> AsyncGenerator[Any]
 
     async with aiosqlite.connect(str(sqlite_path)) as conn:  # (what `from_conn_string` does, with our serde)
         yield AsyncSqliteSaver(conn, serde=serializer())
+
+
+class SharedSaver:
+    """One checkpointer shared by the runs under way (a pipeline calling another pipeline runs
+    inside its parent's run; two SQLite connections would lock each other out): opened by the
+    first user, closed when the last one leaves."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._saver: Any = None
+        self._stack: AsyncExitStack | None = None
+        self._users = 0
+        self._lock = anyio.Lock()
+
+    @asynccontextmanager
+    async def use(self) -> AsyncGenerator[Any]:
+        """The shared checkpointer, for as long as the caller's run needs it."""
+        async with self._lock:
+            if self._users == 0:
+                self._stack = AsyncExitStack()
+                self._saver = await self._stack.enter_async_context(self._factory())
+            self._users += 1
+        try:
+            yield self._saver
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self._lock:
+                    self._users -= 1
+                    if self._users == 0 and self._stack is not None:
+                        await self._stack.aclose()
+                        self._saver = self._stack = None

@@ -16,7 +16,7 @@ from typing import Any
 
 from skills import SkillContext, SkillRunError
 from skills.core.models import model_access
-from skills.executors._prompt import ask_json, choose_model, schema_note  # as the runtime does for instructions skills
+from skills.executors.prompt import ask_json, choose_model, schema_note  # as the runtime does for instructions skills
 
 from .asking import ASKING_KEY, DEFAULT_ASK_SCHEMA, AnswerError, Asking, RunWaiting, check_answer
 from .spec import StepSpec

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import nodes
 
-from skills.core._schema import ANY_JSON, nullable, typed
+from skills.core.schema import ANY_JSON, nullable, typed
 
-from ._sandbox import ENVIRONMENT
 from .expressions import is_template, lone_expression
+from .sandbox import ENVIRONMENT
 
 if TYPE_CHECKING:
     from skills import Catalog

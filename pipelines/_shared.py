@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ._pg import NOTIFY_PIPELINES, Postgres
+from .pg import NOTIFY_PIPELINES, Postgres
 from .source import PipelineSource
 
 __all__ = ["SharedPipelineSource"]

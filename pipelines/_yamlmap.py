@@ -2,7 +2,7 @@
 
 The verifier reports `file:line:col`; pydantic errors come back as paths (`steps.2.for.items`),
 so the loader records the position of each path while building the plain data. The text is
-read by the server's one bounded YAML reader (`skills.core._yaml`: size, depth, aliases), and the
+read by the server's one bounded YAML reader (`skills.core.yamltext`: size, depth, aliases), and the
 walk visits each node once: a node repeated by aliases keeps the position of its first path.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from skills.core._positions import Path_, Positions, walk
-from skills.core._yaml import YAMLLimitError, compose_yaml, mark_of
+from skills.core.positions import Path_, Positions, walk
+from skills.core.yamltext import YAMLLimitError, compose_yaml, mark_of
 
 from .errors import Issue, VerificationError
 

@@ -162,7 +162,7 @@ def flat_schema_problems(schema: Any) -> list[tuple[tuple[str | int, ...], str]]
 def check_answer(schema: dict[str, Any], answer: Any, *, where: str = "answer") -> dict[str, Any]:
     """The answer, when it fits the step's schema; else `AnswerError` naming every field that does not."""
     from skills import ArgumentsError
-    from skills.core._schema import check_arguments
+    from skills.core.schema import check_arguments
 
     if not isinstance(answer, dict):
         raise AnswerError(f"{where} must be an object with the fields {', '.join(_fields(schema))}")

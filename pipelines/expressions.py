@@ -56,9 +56,9 @@ from jinja2.parser import Parser
 from jinja2.runtime import Context
 from jinja2.utils import missing
 
-from . import _sandbox
-from ._sandbox import ENVIRONMENT, GLOBALS, HELPERS, PipelineEnvironment, UndefinedUse
+from . import sandbox
 from .errors import ExpressionError
+from .sandbox import ENVIRONMENT, GLOBALS, HELPERS, PipelineEnvironment, UndefinedUse
 
 __all__ = [
     "HELPERS",
@@ -149,7 +149,7 @@ def truthy(value: Any) -> bool:
     """Truth of a condition's value: Python's, with the usual words for false in strings (module doc)."""
     if isinstance(value, str):
         return value.strip().lower() not in _FALSE_TEXT
-    return bool(_sandbox.native(value))
+    return bool(sandbox.native(value))
 
 
 def referenced_names(value: Any, *, expression: bool = False) -> set[str]:
@@ -223,7 +223,7 @@ class _Program:
     @property
     def template(self) -> Template | None:
         if self._template is None and self.ast is not None:
-            token = _sandbox.start_clock()
+            token = sandbox.start_clock()
             try:
                 self._template = ENVIRONMENT.from_string(self.ast)
             except (TemplateError, RecursionError, SyntaxError, MemoryError) as exc:  # code generation limits
@@ -231,7 +231,7 @@ class _Program:
                 self.ast = None
                 raise self.error from None
             finally:
-                _sandbox.stop_clock(token)
+                sandbox.stop_clock(token)
         return self._template
 
 
@@ -240,7 +240,7 @@ def _compile(source: str, bare: bool) -> _Program:
     """Parse, check and compile a template (or a bare expression when `bare`), errors included."""
     if not bare and not is_template(source):
         return _Program(source, "plain")
-    token = _sandbox.start_clock()
+    token = sandbox.start_clock()
     try:
         if bare:
             parser = Parser(ENVIRONMENT, source, state="variable")
@@ -271,7 +271,7 @@ def _compile(source: str, bare: bool) -> _Program:
         error = ExpressionError(f"{_quote(source)} is nested too deeply", expression=source)
         return _Program(source, "plain", error=error)
     finally:
-        _sandbox.stop_clock(token)
+        sandbox.stop_clock(token)
 
 
 _SYNTAX_HINT = "expressions look like {{ name.key }}, {{ items | length }}, {{ a if cond else b }}"
@@ -314,16 +314,16 @@ def _check(ast: nodes.Template, environment: PipelineEnvironment = ENVIRONMENT) 
     """Refuse what the sandbox never allows, before anything runs: the verifier sees it too."""
     for node in ast.find_all(nodes.Node):
         if type(node) in _NOT_ALLOWED:
-            raise _sandbox.forbidden(*_NOT_ALLOWED[type(node)])
+            raise sandbox.forbidden(*_NOT_ALLOWED[type(node)])
         if isinstance(node, nodes.For) and node.recursive:
-            raise _sandbox.forbidden("recursive loops")
+            raise sandbox.forbidden("recursive loops")
         if isinstance(node, nodes.Name) and node.name == "self":
-            raise _sandbox.forbidden("'self'")
+            raise sandbox.forbidden("'self'")
         if isinstance(node, nodes.Getattr) and node.attr.startswith("__"):
-            raise _sandbox.forbidden(f"access to '{node.attr}'", hint="names starting with '_' are internal")
+            raise sandbox.forbidden(f"access to '{node.attr}'", hint="names starting with '_' are internal")
         if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
             if isinstance(node.arg.value, str) and node.arg.value.startswith("__"):
-                raise _sandbox.forbidden(f"access to '{node.arg.value}'", hint="names starting with '_' are internal")
+                raise sandbox.forbidden(f"access to '{node.arg.value}'", hint="names starting with '_' are internal")
         if isinstance(node, nodes.Filter | nodes.Test):
             _check_name(node.name, "filter" if isinstance(node, nodes.Filter) else "test", environment)
 
@@ -341,9 +341,9 @@ def _rewrite(ast: nodes.Template, environment: PipelineEnvironment = ENVIRONMENT
     """Route every loop and every `~` through the sandbox's bounded versions."""
     for node in list(ast.find_all((nodes.For, nodes.Concat))):
         if isinstance(node, nodes.For):
-            node.iter = _filter(cast(nodes.Expr, node.iter), _sandbox.ITER_FILTER, environment)
+            node.iter = _filter(cast(nodes.Expr, node.iter), sandbox.ITER_FILTER, environment)
         else:
-            node.nodes = [_filter(part, _sandbox.TEXT_FILTER, environment) for part in node.nodes]
+            node.nodes = [_filter(part, sandbox.TEXT_FILTER, environment) for part in node.nodes]
 
 
 def _filter(node: nodes.Expr, name: str, environment: PipelineEnvironment = ENVIRONMENT) -> nodes.Filter:
@@ -389,16 +389,16 @@ def _execute(program: _Program, scope: Mapping[str, Any]) -> Any:
         raise ExpressionError(error.message, hint=error.hint, expression=error.expression, line=error.line)
     if program.template is None:
         return program.source
-    token = _sandbox.start_clock()
+    token = sandbox.start_clock()
     try:
         context = Context(ENVIRONMENT, cast(dict[str, Any], _Scope(scope)), None, {})
         chunks = program.template.root_render_func(context)
         if program.kind == "lone":
             deque(chunks, maxlen=0)
-            value = _sandbox.native(context.vars[_RESULT])
+            value = sandbox.native(context.vars[_RESULT])
             if not isinstance(value, int | float | bool | None):
                 # Bounded (shared references explode when sent as JSON), and no undefined inside.
-                value = _sandbox.defined(value)
+                value = sandbox.defined(value)
             return value
         return _join(chunks)
     except UndefinedUse as exc:
@@ -410,7 +410,7 @@ def _execute(program: _Program, scope: Mapping[str, Any]) -> Any:
     except _RUNTIME_ERRORS as exc:
         raise _explain_failure(exc, program, scope) from exc
     finally:
-        _sandbox.stop_clock(token)
+        sandbox.stop_clock(token)
 
 
 def render_template(source: str, scope: Mapping[str, Any], environment: PipelineEnvironment) -> str:
@@ -419,7 +419,7 @@ def render_template(source: str, scope: Mapping[str, Any], environment: Pipeline
     The checks, the bounded loops and `~`, the deadline and the output cap of pipeline
     expressions, with `environment`'s own filters; the result is always text.
     """
-    token = _sandbox.start_clock()
+    token = sandbox.start_clock()
     try:
         try:
             ast = environment.parse(source)
@@ -441,7 +441,7 @@ def render_template(source: str, scope: Mapping[str, Any], environment: Pipeline
         detail = exc.message if isinstance(exc, TemplateError) and exc.message else str(exc)
         raise ExpressionError(f"cannot render the template: {detail}", expression=source) from None
     finally:
-        _sandbox.stop_clock(token)
+        sandbox.stop_clock(token)
 
 
 def _join(chunks: Iterator[str]) -> str:
@@ -449,10 +449,10 @@ def _join(chunks: Iterator[str]) -> str:
     size = 0
     for chunk in chunks:
         size += len(chunk)
-        if size > _sandbox.MAX_SIZE:
-            raise _sandbox.too_large(f"text of more than {_sandbox.MAX_SIZE:,} characters")
+        if size > sandbox.MAX_SIZE:
+            raise sandbox.too_large(f"text of more than {sandbox.MAX_SIZE:,} characters")
         parts.append(chunk)
-        _sandbox.check_deadline()
+        sandbox.check_deadline()
     return "".join(parts)
 
 

@@ -162,7 +162,7 @@ class ServerLimits:
         return self._limits
 
     def _load(self) -> RunLimits:
-        from skills.core._yaml import YAMLError, load_yaml
+        from skills.core.yamltext import YAMLError, load_yaml
 
         try:
             data: object = load_yaml(self.file.read_text(encoding="utf-8")) or {}

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from skills.core._yaml import read_bounded
+from skills.core.yamltext import read_bounded
 
 from ._yamlmap import Path_, SourceMap, load_with_positions
 from .errors import Issue, VerificationError

@@ -32,9 +32,9 @@ from skills import SkillContext, SkillRunError, SkillsError
 from skills.core.models import model_access
 from skills.creation.creator import ask_json
 
-from ._missing import create_missing_skills, creation_summary
 from ._planner_prompts import REVIEW_SYSTEM, extract_yaml, planner_system, skill_menu
 from .errors import Issue, PipelineError, RunPartial
+from .missing import create_missing_skills, creation_summary
 from .spec import PipelineSpec
 
 if TYPE_CHECKING:
@@ -282,7 +282,7 @@ class _Planner:
 
     async def run(self, text: str, spec: PipelineSpec, attempt: _Attempt, ctx: SkillContext) -> Any:
         """Run the pipeline from a file in the home's cache (kept, so a failed run can be resumed)."""
-        from ._help_ai import text_hash
+        from .help_ai import text_hash
 
         path = self.service.home.cache_dir / "plans" / f"{spec.id}-{text_hash(text)[:12]}.yaml"
         try:
@@ -290,7 +290,7 @@ class _Planner:
             path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
             skill = self.service.load_file(path)
             arguments = skill.defaults(self.inputs)
-            from skills.core._schema import check_arguments
+            from skills.core.schema import check_arguments
 
             check_arguments(spec.id, skill.input_schema, arguments)
             result = await self.service.run(skill, arguments, ctx)
@@ -346,8 +346,8 @@ async def _register(
     service: PipelineService, text: str, register_as: str | None, overwrite: bool, ctx: SkillContext
 ) -> dict[str, Any]:
     """Register the final pipeline (under `register_as` when given) and publish it as a tool."""
-    from ._help_ai import improved_help, text_hash
     from .errors import VerificationError
+    from .help_ai import improved_help, text_hash
 
     if register_as:
         text, count = _ID_LINE.subn(f"id: {json.dumps(register_as)}", text, count=1)

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from skills import SkillContext, SkillRunError, SkillsError
-from skills.core._schema import check_arguments
 from skills.core.models import NoModelProviderError, model_access
 from skills.core.roles import ROLES_KEY, RoleBook, load_roles
+from skills.core.schema import check_arguments
 from skills.creation.creator import ask_json
 from skills.executors.spawn import spawn_agent
 

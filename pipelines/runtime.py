@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from skills import Catalog, SkillContext, SkillRunError, SkillsError, tracing
-from skills.core._schema import check_arguments
+from skills import Catalog, SkillContext, SkillsError, tracing
 from skills.core.budget import AGENT_BUDGET_KEY, RunBudget
 from skills.core.contract import RunSpec, SkillContract
-from skills.core.errors import SkillTimeoutError
 from skills.core.models import ModelAccess, Usage
+from skills.core.schema import check_arguments
 
+from ._agent_step import StepAgent, agent_answered
 from ._loops import spent_in_flight
 from ._meter import Meter, metered
 from ._nodes import DEFAULT_MAX_PARALLEL, RECURSION_LIMIT
@@ -46,8 +46,6 @@ from ._outcomes import RunUsage, json_size, outputs_of, plain_result, settle, us
 from ._reporting import RunProgress
 from ._state import add_counts
 from ._steplog import StepLog, nested_under, step_error
-from ._stepping import StepGate, stream_stepwise
-from ._summary import summary_key, summary_of
 from .asking import ASKING_KEY, Asking, RunWaiting
 from .errors import (
     ExpressionError,
@@ -62,6 +60,8 @@ from .errors import (
 from .expressions import evaluate, render, truthy
 from .limits import BUDGET_KEY, DEFAULT_LIMITS, Budget, RunLimits
 from .spec import PipelineSpec, StepSpec
+from .stepping import StepGate, stream_stepwise
+from .summary import summary_key, summary_of
 
 if TYPE_CHECKING:
     from .compiler import CompiledPipeline
@@ -335,18 +335,18 @@ class RunContext:
                 functools.partial(prompt_step if step.prompt is not None else ask_step, step, arguments),
             )
         elif step.agent is not None:
-            from skills.executors._agent import run_agent
+            from skills.executors.agent import run_agent
 
             contract = SkillContract(run=RunSpec(agent=step.agent))
             check_arguments(f"agent step '{step.id}'", contract.inputs, arguments)
-            name, work = step.id, functools.partial(run_agent, _StepAgent(step), contract, arguments)
+            name, work = step.id, functools.partial(run_agent, StepAgent(step), contract, arguments)
             kind = "agent"
         else:
             assert step.skill is not None
             skill = self.catalog.get(step.skill)
             name, kind = skill.name, skill.kind
             if skill.kind == "instructions":  # carried out by the model; any parameters are the task
-                from skills.executors._prompt import carry_out
+                from skills.executors.prompt import carry_out
 
                 work = functools.partial(carry_out, skill, arguments)
             else:
@@ -380,7 +380,7 @@ class RunContext:
             if child is not None:
                 spent.add(child.usage)
         if step.agent is not None or kind == "agent":
-            _agent_answered(step, result)
+            agent_answered(step, result)
         return plain_result(result)
 
     def finish_step(
@@ -430,46 +430,6 @@ _NO_BLOCK = contextlib.nullcontext()
 
 async def _no_progress(done: float, total: float | None, message: str | None) -> None:
     return None
-
-
-def _agent_answered(step: StepSpec, result: Any) -> None:
-    """An agent that stopped before its answer (a limit, the run's budget, an error) failed its
-    step: raised with the agent's result attached (`on_error: continue` keeps it in the record)."""
-    if not isinstance(result, dict):
-        return
-    answer = cast("dict[str, Any]", result)
-    status = answer.get("status")
-    if status in (None, "success"):
-        return
-    said = str(answer.get("summary") or status)
-    detail = said if said.startswith("the agent") else f"the agent {said}"
-    hint = (
-        "raise the agent's limits (max_iterations, max_tokens, max_cost_usd, timeout) or the run's agent "
-        "budget (limits: max_agent_*); on_error: continue keeps the run going with its partial result"
-        if status != "error"
-        else "the agent's result says what went wrong; on_error: continue keeps the run going"
-    )
-    kind = SkillTimeoutError if status == "timeout" else SkillRunError
-    failure = kind(f"{detail} (status {status})", hint=hint, where=f"step '{step.id}'")
-    failure.attached = answer
-    raise failure
-
-
-class _StepAgent:
-    """An `agent:` step as the Skill an agent run needs: its name, description and instructions."""
-
-    kind = "agent"
-
-    def __init__(self, step: StepSpec) -> None:
-        self.name = step.id
-        self.description = step.description or step.name or f"the agent of step {step.id}"
-        self._body = step.description or ""
-
-    def body(self) -> str:
-        return self._body
-
-    def files(self) -> list[str]:
-        return []
 
 
 async def run_pipeline(

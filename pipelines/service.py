@@ -15,8 +15,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,24 +25,27 @@ import anyio.to_thread
 from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunError, SkillsError, tracing
 from skills.core.errors import clip, error_envelope
 
+from . import _loading
+from ._checkpoints import SharedSaver
 from ._checkpoints import saver as checkpoint_saver
-from ._owner import Heartbeat
+from ._loading import partial_of
 from ._statedb import is_corrupt, set_aside
 from ._steplog import StepLog
-from ._summary import run_summary_in
 from .asking import ANSWERS_KEY, RunWaiting, waiting_result
 from .errors import Issue, PipelineError, RunCancelled, RunPartial, RunStopped, StepFailed, VerificationError
 from .limits import BUDGET_KEY, Budget, ServerLimits
+from .owner import Heartbeat
 from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
 from .spec import PipelineSpec
 from .state import Backends
+from .summary import run_summary_in
 
 if TYPE_CHECKING:
     from skills.core.roles import RoleBook
 
-    from ._pgruns import PgRunStore
-    from ._stepping import Decision, StepGate, StepView
+    from .pgruns import PgRunStore
+    from .stepping import Decision, StepGate, StepView
 
 __all__ = ["PipelineService"]
 
@@ -83,9 +85,9 @@ class PipelineService:
         self.queue: Any = None
         """The Docket queue (`_queue.Queue`) runs are handed to, in the distributed mode."""
         if self.backends.state:
-            from ._pg import postgres
-            from ._pgruns import PgRunStore
             from ._shared import SharedPipelineSource
+            from .pg import postgres
+            from .pgruns import PgRunStore
 
             pg = postgres(self.backends.state)
             self.store = PgRunStore(pg)
@@ -93,7 +95,7 @@ class PipelineService:
         else:
             self.store = RunStore(home.state_db)
         if self.backends.queue:
-            from ._queue import Queue
+            from .runqueue import Queue
 
             self.queue = Queue(self.backends.queue)
         self.dispatch: Any = None
@@ -115,10 +117,7 @@ class PipelineService:
             source.models = models
             source.roles = roles
         catalog.add_providers(self.sources)  # one merge: each pipeline is verified once at start-up
-        self._saver: Any = None
-        self._saver_stack: AsyncExitStack | None = None
-        self._saver_users = 0
-        self._saver_lock = anyio.Lock()
+        self._savers = SharedSaver(self._saver_factory)
         self.live: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
         """Runs of this process (driven here, or waited for on a worker): their cancel scope, and
         an event set once they ended and their record says so (`cancel_here`, `wait_here`)."""
@@ -133,10 +132,12 @@ class PipelineService:
             source.models = known
         self.catalog.rebuild(list(self.sources))
 
-    def _models(self) -> Collection[str] | None:
+    def known_models(self) -> Collection[str] | None:
+        """The model roles and ids known now (None: not checked)."""
         return self.models() if self.models is not None else None
 
-    def _roles(self) -> RoleBook | None:
+    def role_book(self) -> RoleBook | None:
+        """The home's agent roles now (None: not checked)."""
         return self.roles() if self.roles is not None else None
 
     def specs(self) -> dict[str, PipelineSpec]:
@@ -148,50 +149,11 @@ class PipelineService:
 
     def load_file(self, path: Path) -> PipelineSkill:
         """A pipeline file outside the published folders, verified, ready to run (`orchestrator run FILE`)."""
-        from .loader import load_spec_file
-        from .verify import all_issues, verify
-
-        path = path.resolve()
-        try:
-            spec, smap = load_spec_file(path)
-        except VerificationError as exc:  # the schema's issues, and what verifying the rest finds
-            issues = all_issues(
-                exc, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
-            )
-            errors = [i for i in issues if i.severity == "error"]
-            raise VerificationError(f"{len(errors)} problem(s) in {path}", hint=exc.hint, issues=issues) from None
-        issues = verify(
-            spec,
-            smap,
-            catalog=self.catalog,
-            pipelines={**self.specs(), spec.id: spec},
-            models=self._models(),
-            roles=self._roles(),
-        )
-        errors = [i for i in issues if i.severity == "error"]
-        if errors:
-            raise VerificationError(f"{len(errors)} problem(s) in {path}", issues=issues)
-        return self._hosted(spec, path, issues)
+        return _loading.load_file(self, path)
 
     def skill_from_text(self, text: str, file: Path) -> PipelineSkill:
-        """A pipeline's YAML (as a run recorded it), verified against this process's Catalog, ready to run.
-
-        `file` names it in messages only: a worker runs a run of any replica from its text.
-        """
-        spec, issues = self.check(text, str(file))
-        errors = [i for i in issues if i.severity == "error"]
-        if spec is None or errors:
-            raise VerificationError(f"{len(errors)} problem(s) in {file}", issues=issues)
-        return self._hosted(spec, file, issues)
-
-    def _hosted(self, spec: PipelineSpec, path: Path, issues: list[Issue]) -> PipelineSkill:
-        host = PipelineSource(path.parent, "user", label=str(path.parent))
-        host.catalog, host.runner, host.others = self.catalog, self.run, self.specs
-        host.help_cache = self.home.cache_dir
-        host.models, host.roles = self.models, self.roles
-        skill = PipelineSkill(spec, path, "user", host)
-        skill.warnings = issues
-        return skill
+        """A pipeline's YAML (as a run recorded it), verified against this process's Catalog, ready to run."""
+        return _loading.skill_from_text(self, text, file)
 
     def pipeline(self, pipeline_id: str) -> PipelineSkill:
         skill = self.catalog.find(pipeline_id)
@@ -269,7 +231,7 @@ class PipelineService:
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
-        from ._queue import raise_outcome
+        from .runqueue import raise_outcome
 
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {pipeline}, run {run_id} on a worker")
         outcome = await self.queue.run(run_id, ctx.progress, ctx.extras.get("model"))  # it answers the run's asks
@@ -439,7 +401,7 @@ class PipelineService:
         ended = "failed"
         try:
             compiled = skill.compiled()
-            async with self._checkpointer() as saver:
+            async with self._savers.use() as saver:
                 result = await run_pipeline(
                     compiled,
                     inputs,
@@ -455,7 +417,7 @@ class PipelineService:
                     usage=usage,
                     steps=steps,
                 )
-                partial = _partial(result, run_id, skill)
+                partial = partial_of(result, run_id, skill)
                 if partial is None:  # succeeded: its result is in the history, no resume needs the checkpoints
                     await saver.adelete_thread(run_id)
             if self.dispatch is not None and partial is None:
@@ -590,34 +552,19 @@ class PipelineService:
         # reads back our own types only: a forged checkpoint is refused, never run (`_checkpoints`)
         return checkpoint_saver(self.backends.state, self.home.state_db)
 
-    @asynccontextmanager
-    async def _checkpointer(self) -> AsyncGenerator[Any]:
-        """One checkpointer shared by the runs under way (a pipeline calling another pipeline runs
-        inside its parent's run; two SQLite connections would lock each other out)."""
-        async with self._saver_lock:
-            if self._saver_users == 0:
-                self._saver_stack = AsyncExitStack()
-                self._saver = await self._saver_stack.enter_async_context(self._saver_factory())
-            self._saver_users += 1
-        try:
-            yield self._saver
-        finally:
-            with anyio.CancelScope(shield=True):
-                async with self._saver_lock:
-                    self._saver_users -= 1
-                    if self._saver_users == 0 and self._saver_stack is not None:
-                        await self._saver_stack.aclose()
-                        self._saver = self._saver_stack = None
-
     async def has_checkpoint(self, run_id: str) -> bool:
         """Whether a run left a checkpoint to resume from."""
-        async with self._checkpointer() as saver:
+        async with self._savers.use() as saver:
             return await saver.aget_tuple({"configurable": {"thread_id": run_id}}) is not None
 
     async def aclose(self) -> None:
         """Close the queue's connections (the server or command is ending)."""
         if self.queue is not None:
             await self.queue.aclose()
+
+    async def register(self, text: str, *, overwrite: bool = False) -> PipelineSkill:
+        """Validate, save into the home's pipelines/, and publish at once."""
+        return await _loading.register(self, text, overwrite=overwrite)
 
     def runs(self, limit: int = 50, pipeline: str | None = None) -> list[RunRecord]:
         return self.store.list(limit, pipeline)
@@ -628,51 +575,10 @@ class PipelineService:
         from .verify import check_text
 
         return check_text(
-            text, file, catalog=self.catalog, pipelines=self.specs(), models=self._models(), roles=self._roles()
+            text, file, catalog=self.catalog, pipelines=self.specs(), models=self.known_models(), roles=self.role_book()
         )
 
     async def check_off_loop(self, text: str, file: str = "<pipeline>") -> tuple[PipelineSpec | None, list[Issue]]:
         """`check` in a worker thread: a client's pipeline of a megabyte takes seconds to verify,
         and every other client of the server must be answered meanwhile."""
         return await anyio.to_thread.run_sync(self.check, text, file)
-
-    async def register(self, text: str, *, overwrite: bool = False) -> PipelineSkill:
-        """Validate, save into the home's pipelines/, and publish at once."""
-        spec, issues = await self.check_off_loop(text, "<register_pipeline>")
-        errors = [i for i in issues if i.severity == "error"]
-        if spec is None or errors:
-            raise VerificationError(f"{len(errors)} problem(s) in the pipeline", issues=issues)
-        existing = self.catalog.find(spec.id)
-        target = self.home.pipelines_dir / f"{spec.id}.yaml"
-        if existing is not None and not isinstance(existing, PipelineSkill):
-            raise PipelineError(f"'{spec.id}' is already the name of a {existing.kind} skill", hint="choose another id")
-        text = text if text.endswith("\n") else text + "\n"
-        shared = self.shared
-        taken = await anyio.to_thread.run_sync(shared.exists, spec.id) if shared is not None else target.exists()
-        if taken and not overwrite:
-            raise PipelineError(
-                f"a pipeline '{spec.id}' is already registered", hint="pass overwrite: true to replace it"
-            )
-        if shared is not None:  # in the shared state: every replica and worker publishes it (NOTIFY)
-            target = await anyio.to_thread.run_sync(shared.save, spec.id, text)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        await self.catalog.refresh([s for s in self.sources if s.source == "home"])
-        skill = self.catalog.find(spec.id)
-        if not isinstance(skill, PipelineSkill):
-            problems = [str(p.error) for p in self.catalog.problems() if p.path == target]
-            raise SkillRunError(f"pipeline saved to {target} but not published: {'; '.join(problems)}")
-        return skill
-
-
-def _partial(result: dict[str, Any], run_id: str, skill: PipelineSkill) -> RunPartial | None:
-    """The run went to its end; `RunPartial` when a step of it failed (None: it succeeded)."""
-    summary = run_summary_in(result)
-    if summary is None or not summary.get("failed"):
-        return None
-    first = str((summary.get("failed_steps") or [""])[0])
-    top = first.split("/")[0]
-    location = skill.step_location(top) if top else ""
-    where = f"step '{first}'" + (f" ({location})" if location else "") if first else ""
-    return RunPartial(result, summary=summary, run_id=run_id, where=where)

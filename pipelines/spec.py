@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from skills.core._schema import ANY_JSON, typed
 from skills.core.contract import AgentSpec
+from skills.core.schema import ANY_JSON, typed
 
 from .limits import RunLimits
 
@@ -342,7 +342,7 @@ class PipelineSpec(_Model):
         props: dict[str, Any] = {n: dict(ANY_JSON) for n in names}
         props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
         props["usage"] = USAGE_SCHEMA
-        from ._summary import SUMMARY_SCHEMA, summary_key
+        from .summary import SUMMARY_SCHEMA, summary_key
 
         props[summary_key(self)] = SUMMARY_SCHEMA
         return {"type": "object", "properties": props, "required": ["run_id"]}

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ._pg import is_postgres, redact
 from .errors import PipelineError
+from .pg import is_postgres, redact
 
 __all__ = ["Backends", "redact"]
 
@@ -82,7 +82,7 @@ def check_state(url: str, timeout: float = 5.0) -> dict[str, object]:
     The report `doctor` shows: `ok`, the server's version and the schema version, or the error
     (the URL redacted: a driver's message may quote it).
     """
-    from ._pg import SCHEMA_VERSION, postgres
+    from .pg import SCHEMA_VERSION, postgres
 
     shown = redact(url)
     try:

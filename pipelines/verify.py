@@ -27,13 +27,27 @@ the inputs only.
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import expressions
 from ._verify_inline import check_inline
+from ._verify_parts import (
+    bare_expression,
+    check_shadowing,
+    close_name,
+    cycle_from,
+    declared_types,
+    has_template,
+    json_types,
+    kinds_named,
+    path_between,
+    short_text,
+    strings_in,
+    type_hint,
+    type_name,
+)
 from ._yamlmap import Path_, SourceMap
 from .errors import Issue, VerificationError
 from .loader import load_spec
@@ -47,8 +61,6 @@ __all__ = ["all_issues", "check_text", "verify"]
 
 _BRACES = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 _REMOVED_GLOBALS = frozenset({"lipsum", "cycler", "joiner", "namespace"})
-_JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
-_TYPE_NAMES: dict[type[object], str] = {float: "number", str: "string", list: "list", dict: "mapping"}
 
 
 def check_text(
@@ -110,112 +122,6 @@ def verify(
     return sorted(checker.issues, key=lambda i: (i.line, i.col))
 
 
-def _strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
-    """Every string in a nested value, with its path."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in cast("dict[Any, Any]", value).items():
-            yield from _strings(item, (*path, key if isinstance(key, str | int) else str(key)))
-    elif isinstance(value, list):
-        for index, item in enumerate(cast("list[Any]", value)):
-            yield from _strings(item, (*path, index))
-
-
-def _has_template(value: Any) -> bool:
-    return any(expressions.is_template(text) for _, text in _strings(value, ()))
-
-
-def _close(name: str, candidates: Collection[str]) -> str | None:
-    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-def _json_types(value: Any) -> set[str] | None:
-    """The JSON Schema types a literal value satisfies (None: not a JSON value, do not judge)."""
-    if value is None:
-        return {"null"}
-    if isinstance(value, bool):
-        return {"boolean"}
-    if isinstance(value, int):
-        return {"integer", "number"}
-    if isinstance(value, float):
-        return {"number", "integer"} if value.is_integer() else {"number"}
-    if isinstance(value, str):
-        return {"string"}
-    if isinstance(value, list):
-        return {"array"}
-    if isinstance(value, dict):
-        return {"object"}
-    return None
-
-
-def _type_hint(value: Any, wanted: list[str], scope: Collection[str]) -> str:
-    """How to fix a literal argument of the wrong type."""
-    if isinstance(value, str):
-        text = value.strip()
-        if {"integer", "number"} & set(wanted):
-            try:
-                float(text)
-            except ValueError:
-                pass
-            else:
-                return f"write the number without quotes: {text}"
-        if "boolean" in wanted and text.lower() in ("true", "false", "yes", "no"):
-            return "write true or false without quotes"
-        if text.split(".")[0] in scope:
-            return f'to pass the value of {text}, write "{{{{ {text} }}}}"'
-    return f"give {_kinds(wanted)}, or an expression that yields one"
-
-
-_ARTICLE = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "true or false",
-    "array": "a list",
-    "object": "a mapping",
-    "null": "null",
-}
-
-
-def _kinds(wanted: list[str]) -> str:
-    return " or ".join(_ARTICLE.get(t, t) for t in wanted)
-
-
-def _declared_types(prop: dict[str, Any]) -> list[str]:
-    """The JSON type names a property's `type` declares (`x` or `[x, y]`); empty when it is anything else."""
-    declared = prop.get("type")
-    wanted: list[Any] = (
-        [declared] if isinstance(declared, str) else cast("list[Any]", declared) if isinstance(declared, list) else []
-    )
-    return wanted if all(isinstance(t, str) and t in _JSON_TYPES for t in wanted) else []
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    kind = type(value)
-    return _TYPE_NAMES.get(kind, kind.__name__)
-
-
-def _bare(text: str) -> str:
-    """An expression without its braces, for messages: `{{ a.b }}` -> `a.b`."""
-    stripped = text.strip()
-    if stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1:
-        return stripped[2:-2].strip()
-    return stripped
-
-
 class _Verifier:
     def __init__(
         self,
@@ -266,12 +172,12 @@ class _Verifier:
     # -- the walk ---------------------------------------------------------------------------
     def run(self) -> None:
         spec = self.spec
-        for path, text in _strings(spec.state, ("state",)):
+        for path, text in strings_in(spec.state, ("state",)):
             self.expression(path, text, frozenset(self.inputs | {"inputs"} | self.helpers), None)
         self.block(spec.steps, set(self.base))
         if spec.outputs is not None:
             scope = set(self.base) | {s.id for s in spec.steps}
-            for path, text in _strings(spec.outputs, ("outputs",)):
+            for path, text in strings_in(spec.outputs, ("outputs",)):
                 self.expression(path, text, scope, None)
             for reserved, why in (
                 ("run_id", "the run's own run_id"),
@@ -286,7 +192,7 @@ class _Verifier:
                         key=True,
                     )
         self.model(("model",), spec.model)
-        self.shadowing()
+        check_shadowing(self.add, self.spec, self.inputs, self.helpers, self.state_vars, self.first)
         self.cycles()
 
     def block(self, steps: list[StepSpec], outer: set[str] | frozenset[str]) -> None:
@@ -378,7 +284,7 @@ class _Verifier:
     def condition(self, path: Path_, text: str, scope: Collection[str], step: StepSpec) -> None:
         """Conditions take `"{{ x > 1 }}"` or the bare `"x > 1"`."""
         self.expression(path, text, scope, step, bare=True)
-        inner = _bare(text)
+        inner = bare_expression(text)
         if expressions.is_template(inner) and "{%" not in inner:  # text around `{{ }}`: renders as a string
             whole = _BRACES.sub(r"\1", text).strip()
             self.add(
@@ -402,7 +308,7 @@ class _Verifier:
         self, path: Path_, value: Any, scope: Collection[str], step: StepSpec | None, *, bare: bool = False
     ) -> None:
         """Syntax and names of every template in `value` (of every string when `bare`)."""
-        for where, text in _strings(value, path):
+        for where, text in strings_in(value, path):
             if not (expressions.is_template(text) or (bare and text.strip())):
                 continue
             error = expressions.syntax_error(text, expression=bare)
@@ -436,7 +342,7 @@ class _Verifier:
         if name in _REMOVED_GLOBALS:
             return f"'{name}' is a Jinja global that pipeline expressions do not provide"
         visible = sorted(n for n in scope if n not in self.helpers)
-        close = _close(name, visible) or _close(name, self.helpers)
+        close = close_name(name, visible) or close_name(name, self.helpers)
         if close is not None:
             return f"did you mean '{close}'?"
         shown = ", ".join(visible[:12]) + (", ..." if len(visible) > 12 else "")
@@ -473,7 +379,7 @@ class _Verifier:
 
     def for_items(self, step: StepSpec) -> None:
         items = step.for_.items if step.for_ is not None else None
-        if isinstance(items, list | dict) or _has_template(items):
+        if isinstance(items, list | dict) or has_template(items):
             return  # a mapping loops over its {key, value} pairs
         hint = "give a list (or a mapping), or an expression that yields one"
         if isinstance(items, str) and items.strip():
@@ -526,7 +432,7 @@ class _Verifier:
         wanted = getattr(contract, "model", None)
         if step.model is not None or self.models is None or not isinstance(wanted, str) or wanted in self.models:
             return
-        close = _close(wanted, self.models)
+        close = close_name(wanted, self.models)
         where = f"{skill.root}/skill.yaml" if getattr(skill, "root", None) else "its skill.yaml"
         hint = (f"did you mean '{close}'? " if close else "") + f"fix `model:` in {where}, or give this step a `model:`"
         message = f"skill '{skill.name}' asks for the unknown model '{wanted}'"
@@ -548,7 +454,7 @@ class _Verifier:
                 continue  # a pattern: whatever matches when the agent starts
             found = self.catalog.find(name)
             if found is None and name not in self.pipelines:
-                close = _close(name, [*self.catalog.names(), *self.pipelines])
+                close = close_name(name, [*self.catalog.names(), *self.pipelines])
                 hint = f"did you mean '{close}'?" if close else "`orchestrator skills list` shows the skills that exist"
                 self.add(where, f"unknown skill '{name}' in the agent's allow-list", hint, "unknown-skill")
             elif found is not None and found.kind == "agent":
@@ -578,7 +484,7 @@ class _Verifier:
         if any(s.name == name for s in self.catalog.disabled()):
             hint = f"'{name}' is disabled; enable it in skills/registry.yaml (enabled: true)"
         else:
-            close = _close(name, [*self.catalog.names(), *self.pipelines])
+            close = close_name(name, [*self.catalog.names(), *self.pipelines])
             hint = f"did you mean '{close}'?" if close else "`orchestrator skills list` shows the skills that exist"
         self.add((*step.path, "skill"), f"unknown skill '{name}'", hint, "unknown-skill")
 
@@ -608,7 +514,7 @@ class _Verifier:
             declared = props.get(name)
             if declared is None:
                 if closed:
-                    close = _close(str(name), props)
+                    close = close_name(str(name), props)
                     hint = f"did you mean '{close}'?" if close else f"'{skill}' takes: {', '.join(props) or 'nothing'}"
                     self.add((*where, name), f"'{skill}' has no argument '{name}'", hint, "unknown-argument", key=True)
                 continue
@@ -621,30 +527,33 @@ class _Verifier:
         if isinstance(value, str) and expressions.is_template(value):
             return  # its type is only known when it runs
         path = (*step.path, "parameters", name)
-        wanted = _declared_types(prop)
-        kinds = _json_types(value)
+        wanted = declared_types(prop)
+        kinds = json_types(value)
         if wanted and kinds is not None and not kinds.intersection(wanted):
             self.add(
                 path,
-                f"'{name}' of '{skill}' must be {_kinds(wanted)}, not the {_type_name(value)} {_short(value)}",
-                _type_hint(value, wanted, scope),
+                f"'{name}' of '{skill}' must be {kinds_named(wanted)}, not the {type_name(value)} {short_text(value)}",
+                type_hint(value, wanted, scope),
                 "argument-type",
             )
             return
         enum = prop.get("enum")
-        if isinstance(enum, list) and not _has_template(value) and value not in enum:
+        if isinstance(enum, list) and not has_template(value) and value not in enum:
             enum = cast("list[Any]", enum)
-            close = _close(value, [e for e in enum if isinstance(e, str)]) if isinstance(value, str) else None
+            close = close_name(value, [e for e in enum if isinstance(e, str)]) if isinstance(value, str) else None
             choices = ", ".join(repr(e) for e in enum)
             hint = f"did you mean {close!r}? " if close else ""
             self.add(
-                path, f"'{name}' of '{skill}' cannot be {_short(value)}", f"{hint}one of: {choices}", "argument-value"
+                path,
+                f"'{name}' of '{skill}' cannot be {short_text(value)}",
+                f"{hint}one of: {choices}",
+                "argument-value",
             )
 
     def model(self, path: Path_, model: str | None) -> None:
         if model is None or self.models is None or model in self.models or expressions.is_template(model):
             return
-        close = _close(model, self.models)
+        close = close_name(model, self.models)
         known = ", ".join(sorted(self.models)[:10]) or "none are configured"
         hint = f"did you mean '{close}'?" if close else f"known models: {known}"
         self.add(path, f"unknown model '{model}'", hint, "unknown-model")
@@ -660,98 +569,15 @@ class _Verifier:
             callee = step.skill
             if callee is None or callee not in self.pipelines or callee in reported:
                 continue
-            back = [me] if callee == me else _path_between(calls, callee, me)
+            back = [me] if callee == me else path_between(calls, callee, me)
             if back is not None:
                 chain = " -> ".join([me, *back])
                 hint = "a pipeline cannot call itself, directly or through other pipelines"
             else:
-                loop = _cycle_from(calls, callee)
+                loop = cycle_from(calls, callee)
                 if loop is None:
                     continue
                 chain = f"{me} -> {callee} leads into {' -> '.join(loop)}"
                 hint = f"pipeline '{loop[0]}' calls itself through {' -> '.join(loop)}; fix that pipeline"
             reported.add(callee)
             self.add((*step.path, "skill"), f"pipeline cycle: {chain}", hint, "cycle")
-
-    def shadowing(self) -> None:
-        reserved = {"inputs": "the inputs mapping", "loop": "the loop counter"}
-        takes: dict[str, str] = dict.fromkeys(self.inputs, "an input")
-        takes.update(reserved)
-        for name in self.helpers:
-            takes.setdefault(name, "a helper")
-        for name in self.spec.state:
-            if name in takes:
-                self.add(
-                    ("state", name),
-                    f"state variable '{name}' has the name of {takes[name]}",
-                    "rename it",
-                    "shadowed",
-                    key=True,
-                    warning=True,
-                )
-        for name in self.state_vars:
-            takes.setdefault(name, "a state variable")
-        for step in self.spec.walk():
-            if step.id in takes:
-                self.add(
-                    (*step.path, "id"),
-                    f"step id '{step.id}' is also the name of {takes[step.id]}",
-                    "expressions would see only one of them; rename the step",
-                    "shadowed",
-                    warning=True,
-                )
-            if step.for_ is not None:
-                var = step.for_.variable
-                what = takes.get(var) or ("a step" if var in self.first else None)
-                if what is not None:
-                    self.add(
-                        (*step.path, "for", "variable"),
-                        f"loop variable '{var}' is also the name of {what}",
-                        "inside the loop it hides the other one; pick another `variable:`",
-                        "shadowed",
-                        warning=True,
-                    )
-
-
-def _path_between(calls: Mapping[str, list[str]], start: str, goal: str) -> list[str] | None:
-    """Shortest call chain start -> ... -> goal (both included), or None."""
-    previous: dict[str, str | None] = {start: None}
-    queue = [start]
-    for node in queue:
-        for callee in calls.get(node, ()):
-            if callee == goal:
-                chain, probe = [goal], node
-                while probe is not None:
-                    chain.append(probe)
-                    probe = previous[probe]
-                return chain[::-1]
-            if callee not in previous:
-                previous[callee] = node
-                queue.append(callee)
-    return None
-
-
-def _cycle_from(calls: Mapping[str, list[str]], start: str) -> list[str] | None:
-    """A call cycle reachable from `start` (as a -> ... -> a), or None."""
-    seen: set[str] = set()
-    for node in [start, *_reachable(calls, start)]:
-        if node in seen:
-            continue
-        seen.add(node)
-        back = _path_between(calls, node, node)
-        if back is not None:
-            return back
-    return None
-
-
-def _reachable(calls: Mapping[str, list[str]], start: str) -> list[str]:
-    out: list[str] = []
-    stack = [start]
-    seen = {start}
-    while stack:
-        for callee in calls.get(stack.pop(), ()):
-            if callee not in seen:
-                seen.add(callee)
-                out.append(callee)
-                stack.append(callee)
-    return out

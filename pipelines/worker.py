@@ -40,8 +40,10 @@ from skills.core.budget import AGENT_BUDGET_KEY
 
 from ._loops import run_item
 from ._needs import describe, from_json, stale
-from ._owner import Owner
-from ._queue import (
+from ._wire import serving
+from .errors import PipelineError, StepFailed, VerificationError
+from .owner import Owner
+from .runqueue import (
     HOSTS,
     ITEMS,
     RUNS,
@@ -54,14 +56,12 @@ from ._queue import (
     raise_outcome,
     secure,
 )
-from ._wire import serving
-from .errors import PipelineError, StepFailed, VerificationError
 from .runtime import RunContext
 from .service import HERE_KEY, ITEM_KEY, PipelineService
 from .spec import StepSpec
 
 if TYPE_CHECKING:
-    from ._pgruns import PgRunStore
+    from .pgruns import PgRunStore
     from .runs import RunRecord
     from .source import PipelineSkill
 

@@ -9,7 +9,7 @@ from _fuzz import fuzz, pipeline_texts
 from hypothesis import given
 
 from pipelines.verify import check_text
-from skills.core._yaml import YAMLError, load_yaml
+from skills.core.yamltext import YAMLError, load_yaml
 
 
 @fuzz(400)

@@ -18,8 +18,8 @@ from helpers import raised_by, write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from skills.core._json import load_json
-from skills.core._yaml import MAX_DEPTH, MAX_TEXT, YAMLError, describe_yaml_error, load_yaml
+from skills.core.jsontext import load_json
+from skills.core.yamltext import MAX_DEPTH, MAX_TEXT, YAMLError, describe_yaml_error, load_yaml
 
 
 def _issue(result: object) -> dict[str, object]:

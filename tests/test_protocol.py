@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, PromptReference, ResourceTemplateReference
 
 from mcp_server import create_server
-from skills.core._schema import portability_problems
+from skills.core.schema import portability_problems
 
 ERAS = ["auto", "legacy"]
 

@@ -25,7 +25,7 @@ from test_tasks_sdk import LONG
 
 from mcp_server import create_server
 from mcp_server.tasks._postgres import PostgresTaskStore
-from pipelines._pg import Postgres
+from pipelines.pg import Postgres
 from pipelines.state import Backends
 
 skills = rounds.skills  # the fixture: the `mark` tool

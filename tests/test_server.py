@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_server import create_server
-from skills.core._yaml import load_yaml
+from skills.core.yamltext import load_yaml
 
 ADD_CONTRACT: dict[str, Any] = {
     "inputs": {

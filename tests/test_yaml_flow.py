@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skills.core._yaml import MAX_DEPTH, YAMLError, describe_yaml_error, load_yaml
 from skills.core._yaml_flow import deep_flow_bracket
+from skills.core.yamltext import MAX_DEPTH, YAMLError, describe_yaml_error, load_yaml
 
 
 def _refusal(text: str) -> str:

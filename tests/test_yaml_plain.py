@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from mcp_server import create_server
-from skills.core._yaml import MAX_TEXT, YAMLError, compose_yaml, load_yaml, read_bounded, read_small
 from skills.core._yaml_plain import FALLBACK, read_plain
 from skills.core.checks import _read_front_lines, read_front_matter
+from skills.core.yamltext import MAX_TEXT, YAMLError, compose_yaml, load_yaml, read_bounded, read_small
 
 _KEYS = [
     "inputs", "outputs", "run", "python", "type", "properties", "required", "description", "items",

@@ -21,8 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skills import Home, Problem
-from skills.core._yaml import compose_yaml, read_bounded
 from skills.core.home import DEFAULT_MODELS_FILE
+from skills.core.yamltext import compose_yaml, read_bounded
 
 from .errors import ModelRegistryError, UnknownModelError
 

@@ -99,7 +99,7 @@ def parse_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:
             )
         if key in arguments:
             raise UsageError(f"{flag} {key} is given twice", "give each argument once")
-        from skills.core._json import load_json  # not at module level: the CLI starts without the skills package
+        from skills.core.jsontext import load_json  # not at module level: the CLI starts without the skills package
 
         try:
             arguments[key] = load_json(raw)  # bounded: a deeply nested value stays text

@@ -289,8 +289,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _show_now(args: argparse.Namespace, skill: PipelineSkill) -> int:
-    from pipelines._help_ai import with_overview
     from pipelines.describe import example_arguments
+    from pipelines.help_ai import with_overview
 
     spec = skill.spec
     overview = skill.overview()  # the model's, when one was written for this file (`serve` writes them)
@@ -328,7 +328,7 @@ def _command(target: str, arguments: dict[str, Any]) -> str:
 
 def _stays_a_string(text: str) -> bool:
     """True when `--input k=TEXT` gives back the string (it does not parse as JSON)."""
-    from skills.core._json import load_json
+    from skills.core.jsontext import load_json
 
     try:
         load_json(text)

@@ -30,11 +30,11 @@ from ._common import (
 from ._server import server
 
 if TYPE_CHECKING:
-    from pipelines._stepping import StepGate
     from pipelines.errors import RunStopped
     from pipelines.service import PipelineService
     from pipelines.source import PipelineSkill
     from pipelines.spec import PipelineSpec
+    from pipelines.stepping import StepGate
     from skills import SkillContext, SkillRunError
 
     from ..app import OrchestratorServer
@@ -130,7 +130,7 @@ def _run_creating(
     spec = load_spec_file(path)[0]
 
     async def start(ctx: SkillContext, gate: StepGate | None) -> dict[str, Any]:
-        from pipelines._missing import check_creating
+        from pipelines.missing import check_creating
 
         from ._upstreams import required
 
@@ -159,7 +159,7 @@ def _resolved(orchestrator: OrchestratorServer, target: str, inputs: dict[str, A
 
 def _check_inputs(pipeline: str, target: str, schema: dict[str, Any], inputs: dict[str, Any]) -> None:
     from skills import ArgumentsError
-    from skills.core._schema import check_arguments
+    from skills.core.schema import check_arguments
 
     try:
         check_arguments(pipeline, schema, inputs)
@@ -187,8 +187,8 @@ def drive(
     `step`: pause after each step for the terminal's answer (`_step.TerminalGate`)."""
     import anyio
 
-    from pipelines._summary import summary_key
     from pipelines.errors import RunPartial, RunStopped
+    from pipelines.summary import summary_key
     from skills import SkillContext
     from skills.core.roles import ROLES_KEY
 

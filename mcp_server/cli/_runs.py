@@ -24,8 +24,8 @@ from ._server import server
 
 if TYPE_CHECKING:
     from mcp_server.tasks import TaskRecord
-    from pipelines._stepping import StepGate
     from pipelines.runs import RunRecord, RunStore, StepRecord
+    from pipelines.stepping import StepGate
     from skills import SkillContext
 
 MAX_FILES_SHOWN = 50
@@ -102,8 +102,8 @@ def _store(args: argparse.Namespace) -> RunStore | None:
 
     state = backends(args).state
     if state:
-        from pipelines._pg import postgres
-        from pipelines._pgruns import PgRunStore
+        from pipelines.pg import postgres
+        from pipelines.pgruns import PgRunStore
 
         return PgRunStore(postgres(state))
     db = home(args).state_db
@@ -178,7 +178,7 @@ def _tasks(args: argparse.Namespace) -> list[TaskRecord]:
     state, db = backends(args).state, home(args).state_db
     store: TaskStore
     if state:
-        from pipelines._pg import postgres
+        from pipelines.pg import postgres
 
         from ..tasks._postgres import PostgresTaskStore
 

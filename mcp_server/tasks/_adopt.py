@@ -3,7 +3,7 @@
 With `--queue`, the replica that created a pipeline task only waits for the run a worker drives.
 When that replica dies (`kill -9`, a crash, a lost machine) the run goes on and ends on the
 worker; what is lost is only the waiting. So a live replica that finds the task orphaned (its owner is
-gone by the test the run history uses, `pipelines._owner.owner_alive`) takes it over: it claims
+gone by the test the run history uses, `pipelines.owner.owner_alive`) takes it over: it claims
 the record with one conditional `UPDATE` (the owner it saw must still be there; the first
 replica wins, the others change nothing), waits for the run to end in the shared run history,
 and completes the task with the run's result, or its failure as the same error envelope a
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from pipelines._owner import BEAT, Owner, owner_alive
 from pipelines.errors import PipelineError, StepFailed
+from pipelines.owner import BEAT, Owner, owner_alive
 from skills import SkillCancelledError, SkillContext, SkillRunError
 
 from ._calls import CallTarget
@@ -33,7 +33,7 @@ from ._sqlite import TASK_COLUMNS, task_record
 from .store import TaskRecord
 
 if TYPE_CHECKING:
-    from pipelines._pgruns import PgRunStore
+    from pipelines.pgruns import PgRunStore
     from pipelines.runs import RunRecord, RunStore
     from pipelines.service import PipelineService
 
@@ -208,7 +208,7 @@ async def _wait(runs: RunStore, run_id: str, skill: Any, deadline: float) -> dic
 async def _stop(queue: Any, run_id: str) -> None:
     """Cancel the run's task in the queue (its key is `run:RUN:...`: the replica that handed it
     out is gone, so it is found in the queue's snapshot); its worker records the run cancelled."""
-    from pipelines._queue import RUNS
+    from pipelines.runqueue import RUNS
 
     runs = await queue.docket(RUNS)
     snapshot = await runs.snapshot()

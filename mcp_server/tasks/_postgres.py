@@ -1,6 +1,6 @@
 """`TaskStore` in PostgreSQL (`--state postgresql://...`): task records every replica reads.
 
-The table and statements are those of `SqliteTaskStore` (`pipelines._pg` hands psycopg the same
+The table and statements are those of `SqliteTaskStore` (`pipelines.pg` hands psycopg the same
 SQL), so a task created through one replica is polled, cancelled and fetched through another.
 Two differences: writes are upserts, and a finished task stays as it finished: a replica that
 cancelled a task is not overwritten by the replica whose call was still winding down.
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import anyio
 import anyio.to_thread
 
-from pipelines._owner import Owner
-from pipelines._pg import Connection, Postgres, pg_dialect
+from pipelines.owner import Owner
+from pipelines.pg import Connection, Postgres, pg_dialect
 
 from ._execution import first_of
 from ._sqlite import TASK_COLUMNS, TASK_MARKS, TASKS_SCHEMA, SqliteTaskStore, task_row

@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 from mcp_types import CallToolResult
 
-from pipelines._owner import Heartbeat
+from pipelines.owner import Heartbeat
 from skills import SkillContext
 from skills.core.base import LogFn, LogLevel, ProgressFn
 from skills.core.errors import LimitExceededError

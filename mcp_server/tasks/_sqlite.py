@@ -2,7 +2,7 @@
 
 One short transaction per call, so several server processes on one home (stdio clients each
 start their own) share it safely. Which process runs an unfinished task is recorded as for runs
-(`pipelines._owner`): a task whose process is gone is an orphan, reported by `orphans`.
+(`pipelines.owner`): a task whose process is gone is an orphan, reported by `orphans`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipelines._owner import Owner, owner_alive
+from pipelines.owner import Owner, owner_alive
 
 from .store import TaskRecord
 

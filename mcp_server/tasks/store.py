@@ -137,7 +137,7 @@ class TaskLimits(BaseModel):
 
 def load_task_limits(config: Path) -> TaskLimits:
     """`tasks:` of a home's config.yaml; a broken section is logged and the defaults apply."""
-    from skills.core._yaml import YAMLError, load_yaml
+    from skills.core.yamltext import YAMLError, load_yaml
 
     try:
         data = load_yaml(config.read_text(encoding="utf-8")) if config.is_file() else None

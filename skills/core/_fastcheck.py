@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeGuard
 
-from ._json import JSON
+from .jsontext import JSON
 
 __all__ = ["compile_check"]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import yaml
 
-from ._yaml import YAML, Scalar, load_yaml
 from ._yaml_plain import SCALAR_RESOLVER
 from .contract import DESCRIPTION_MAX, NAME_PATTERN
 from .errors import Problem, clip
+from .yamltext import YAML, Scalar, load_yaml
 
 __all__ = ["NAME_HINT", "check_description", "check_metadata", "check_name", "load_front"]
 

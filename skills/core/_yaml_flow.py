@@ -1,7 +1,7 @@
 """Our nesting bound on flow collections, found before any YAML parser reads the text.
 
 libyaml (in PyYAML 6.0.4 and later) refuses flow collections nested more than about 1,000 deep,
-and its scanner reads ahead of the events `skills.core._yaml` checks its own bound on: on
+and its scanner reads ahead of the events `skills.core.yamltext` checks its own bound on: on
 `[[[[...` the scanner's refusal came first, in libyaml's words and at libyaml's position, and
 what users saw changed with a PyYAML release. So before any parser sees a text that could nest
 flow collections past the bound (more `[` and `{` than the bound), this pure-Python scan finds

@@ -12,7 +12,7 @@ collections, escapes in double quotes, complex or quoted keys, document markers 
 `---`, tabs, non-printable characters or other line breaks, non-string keys, a value PyYAML
 cannot convert (a 5,000-digit integer), more than `_DEPTH` levels, more than `_TEXT`
 characters. The full loader then decides and reports, with its positions and its bounds: a
-text read here is within every bound of `skills.core._yaml` by construction (no alias, at most
+text read here is within every bound of `skills.core.yamltext` by construction (no alias, at most
 `_TEXT` characters, at most `_DEPTH` levels). Plain scalars are resolved by PyYAML's own
 resolver and constructors (`yes` is True, `12:30` is 750), so the data is the same.
 `tests/test_yaml_plain.py` checks that on generated documents of every shape.

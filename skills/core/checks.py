@@ -17,8 +17,6 @@ from typing import Any, cast
 from pydantic import BaseModel, ValidationError
 
 from ._front import NAME_HINT, check_description, check_metadata, check_name, load_front
-from ._positions import locate
-from ._yaml import MAX_TEXT, YAML, Scalar, YAMLError, describe_yaml_error, load_yaml, read_bounded, read_small
 from .contract import (
     KNOWN_FRONT_MATTER_KEYS,
     AgentSpec,
@@ -27,6 +25,8 @@ from .contract import (
     SkillContract,
 )
 from .errors import Problem
+from .positions import locate
+from .yamltext import MAX_TEXT, YAML, Scalar, YAMLError, describe_yaml_error, load_yaml, read_bounded, read_small
 
 __all__ = ["check_folder", "inside", "load_front", "read_front_matter", "unknown_models"]
 
@@ -233,7 +233,7 @@ def _check_schemas(path: Path, data: dict[Scalar, YAML], strict: bool) -> list[P
             continue
         problems.extend(_check_required(path, key, schema))
         if strict:  # the meta-schema check costs ~1 ms a skill: `validate` does it, loading does not
-            from ._schema import schema_problem
+            from .schema import schema_problem
 
             # a key that is not a string is a meta-schema problem like any other: jsonschema judges it
             if message := schema_problem(cast(dict[str, Any], schema)):

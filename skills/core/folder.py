@@ -177,8 +177,8 @@ class FolderSkill:
 
     def front_matter(self) -> dict[str, Any]:
         """The SKILL.md front matter as the author wrote it (JSON-compatible), for SEP-2640."""
-        from ._yaml import load_yaml
         from .checks import read_front_matter
+        from .yamltext import load_yaml
 
         data = load_yaml(read_front_matter(self._root / "SKILL.md")[0])
         return json.loads(json.dumps(data if isinstance(data, dict) else {}, default=str))

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._yaml import YAML, Scalar, YAMLError, load_yaml, read_bounded
 from .base import Skill
+from .yamltext import YAML, Scalar, YAMLError, load_yaml, read_bounded
 
 __all__ = ["BUILTIN_SKILLS_DIR", "DEFAULT_MODELS_FILE", "Home", "InstallReport"]
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from ._yaml import YAMLError, load_yaml
 from .contract import LIMIT_FIELDS, NAME_PATTERN, AgentSpec
 from .errors import ArgumentsError, ErrorType, FieldError, SkillsError
 from .home import DEFAULT_ROLES_FILE
+from .yamltext import YAMLError, load_yaml
 
 __all__ = [
     "DEFAULT_ROLES_FILE",

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ._archive import ArchiveError, unpack
-from ._json import JSON
 from .base import SkillSource
 from .catalog import FolderProvider, LoadProblem
 from .contract import FrontMatter, SkillContract
 from .discovery import Skipped, discover
 from .errors import DefinitionError, Problem
 from .folder import FolderSkill, folder_stamp, load_folder
+from .jsontext import JSON
 
 __all__ = ["FolderSource", "RootReport", "report_roots"]
 

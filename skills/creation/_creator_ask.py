@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..core._json import JSON, load_json
 from ..core.errors import SkillRunError
+from ..core.jsontext import JSON, load_json
 from ..core.models import ModelAccess
 
 __all__ = ["AnswerError", "ask_json", "fenced_blocks", "parse_json"]

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..core._schema import check_arguments, schema_problem
 from ..core.contract import NAME_PATTERN
 from ..core.errors import SkillsError
 from ..core.models import ModelAccess
+from ..core.schema import check_arguments, schema_problem
 from . import _creator_prompts as prompts
 from ._creator_ask import ask_json
 from ._creator_tests import TestCase

@@ -17,12 +17,12 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core._json import JSON
 from ..core._regex import PatternError, compile_pattern
-from ..core._schema import check_arguments, check_output
 from ..core.base import LogFn
 from ..core.contract import SkillContract
 from ..core.errors import SkillsError
+from ..core.jsontext import JSON
+from ..core.schema import check_arguments, check_output
 from ..executors._script import run_script
 from ..executors.isolation import Isolation
 

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..core._yaml import YAMLError, load_yaml
 from ..core.errors import LimitExceededError
+from ..core.yamltext import YAMLError, load_yaml
 from ._cgroup import BudgetSupport, support
 
 if TYPE_CHECKING:

@@ -85,7 +85,7 @@ class PromptRunner(_Plain):
     async def run(
         self, skill: FolderSkill, contract: SkillContract, arguments: dict[str, Any], ctx: SkillContext
     ) -> Any:
-        from ._prompt import run_prompt
+        from .prompt import run_prompt
 
         run = contract.run
         template = inside(skill.root, run.prompt or "")
@@ -101,14 +101,14 @@ class AgentRunner:
     """`run: {agent: ...}`: a model in a tool-use loop; the tool's output is the agent's result."""
 
     def output_schema(self, contract: SkillContract) -> dict[str, Any] | None:
-        from ._agent import agent_output_schema
+        from .agent import agent_output_schema
 
         return agent_output_schema(contract.outputs)
 
     async def run(
         self, skill: FolderSkill, contract: SkillContract, arguments: dict[str, Any], ctx: SkillContext
     ) -> Any:
-        from ._agent import run_agent
+        from .agent import run_agent
 
         return await run_agent(skill, contract, arguments, ctx)
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..core.base import SkillContext
 from ..core.contract import RunSpec, SkillContract
 from ..core.roles import ROLES_KEY, AgentRole, RoleBook, load_roles
-from ._agent import run_agent
+from .agent import run_agent
 
 __all__ = ["RoleHost", "spawn_agent"]
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
-from pipelines._sandbox import TemplateEnvironment, check_size, to_json
+from pipelines.sandbox import TemplateEnvironment, check_size, to_json
 from pipelines.errors import ExpressionError
 from pipelines.expressions import render_template
 from skills.core.base import SkillContext

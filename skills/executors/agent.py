@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 import anyio
 
 from ..core import tracing
-from ..core._json import JSON
-from ..core._schema import ANY_JSON, check_arguments, check_output, nullable
 from ..core.base import SkillContext
 from ..core.budget import AGENT_BUDGET_KEY, RunBudget
 from ..core.errors import (
@@ -40,6 +38,7 @@ from ..core.errors import (
     SkillsError,
     UnknownSkillError,
 )
+from ..core.jsontext import JSON
 from ..core.models import (
     Completion,
     ModelAccess,
@@ -51,8 +50,9 @@ from ..core.models import (
     shown_usd,
 )
 from ..core.roles import ROLES_KEY, apply_role
+from ..core.schema import ANY_JSON, check_arguments, check_output, nullable
 from ._agent_io import as_text, confidence, envelope_text, first_line, short, tool_result
-from ._prompt import choose_model, parse_json
+from .prompt import choose_model, parse_json
 
 if TYPE_CHECKING:
     from ..core.base import Skill

@@ -72,7 +72,7 @@ def locate(text: str, line_offset: int = 0) -> Positions | None:
     Composing costs a second pass over the text, so it is done only when there is a problem to
     place (skill.yaml and front matter are read once at start-up without positions).
     """
-    from ._yaml import compose_yaml
+    from .yamltext import compose_yaml
 
     try:
         node, _ = compose_yaml(text)

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core._json import JSON, load_json
-from ..core._schema import check_output
 from ..core.errors import OutputError, SkillRunError, SkillTimeoutError
+from ..core.jsontext import JSON, load_json
 from ..core.models import ModelAccess, model_access
+from ..core.schema import check_output
 
 if TYPE_CHECKING:
     from jinja2 import Template

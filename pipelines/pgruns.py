@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 from skills.core.budget import RunBudget
 from skills.core.models import Usage
 
-from ._owner import Owner
-from ._pg import Connection, Postgres
+from .owner import Owner
+from .pg import Connection, Postgres
 from .runs import LOCAL, PAUSED_UNTIL, RUN_COLUMNS, RunStore
 
 __all__ = ["PgRunStore", "SharedUsage"]

@@ -10,8 +10,8 @@ import re
 from typing import TYPE_CHECKING, Any, cast
 
 from ._fastcheck import Check, compile_check
-from ._json import JSON
 from .errors import ECHO_MAX, ArgumentsError, FieldError, LimitExceededError, OutputError, clip
+from .jsontext import JSON
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError

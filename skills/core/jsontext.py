@@ -12,7 +12,7 @@ import json
 import re
 from typing import TypeAlias
 
-from ._yaml import MAX_DEPTH, MAX_TEXT
+from .yamltext import MAX_DEPTH, MAX_TEXT
 
 __all__ = ["JSON", "load_json", "nesting_depth"]
 
