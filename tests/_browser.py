@@ -10,10 +10,13 @@ no Chromium is installed (`CHROMIUM`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -101,9 +104,10 @@ class Browser:
 
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Browser]:
-    """A headless Chromium for the duration (killed on the way out)."""
+    """A headless Chromium for the duration (killed on the way out, with every process it started:
+    its renderers and helpers would otherwise still write into the profile while it is removed)."""
     assert CHROMIUM is not None
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         process = await anyio.open_process(
             [
                 CHROMIUM,
@@ -119,6 +123,7 @@ async def chromium() -> AsyncIterator[Browser]:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group: all of it is killed at the end
         )
         try:
             assert process.stderr is not None
@@ -135,7 +140,8 @@ async def chromium() -> AsyncIterator[Browser]:
                 finally:
                     tg.cancel_scope.cancel()
         finally:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             with anyio.CancelScope(shield=True):
                 await process.wait()
 
