@@ -148,6 +148,9 @@ class RunStore:
         try:
             with conn:
                 if not self._migrated:
+                    # The write lock first: two stores opening a new database at once (a server's
+                    # run viewer and its pipelines, two processes) must not both add a column.
+                    conn.execute("BEGIN IMMEDIATE")
                     conn.execute(RUNS_SCHEMA)
                     conn.execute(STEPS_SCHEMA)
                     have = {row[1] for row in conn.execute("PRAGMA table_info(orchestrator_runs)")}

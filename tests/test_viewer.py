@@ -222,9 +222,10 @@ async def test_a_running_run_is_cancelled_from_the_viewer_with_its_csrf_token(ho
         tg.start_soon(start)
         base = f"http://127.0.0.1:{served.port}"
         async with httpx2.AsyncClient(base_url=base) as http:
-            with anyio.fail_after(60):
+            with anyio.move_on_after(60):
                 while not (runs := _ok(await http.get("/runs/api/runs", params={"status": "running"}), served)["runs"]):
                     await anyio.sleep(0.05)
+            assert runs, (answered, served.stderr()[-3000:])
             run_id = runs[0]["run_id"]
             assert (await http.get(f"/runs/api/runs/{run_id}")).json()["actions"]["cancel"] is True
             csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', (await http.get("/runs/")).text)
