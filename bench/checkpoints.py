@@ -122,9 +122,9 @@ def nested_yaml(pid: str) -> str:
 async def _pipeline_bytes(catalog: Any, text: str, items: list[int], db: Path, expected: list[Any]) -> int:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from pipelines.compiler import compile_pipeline
-    from pipelines.loader import load_spec
-    from pipelines.runtime import run_pipeline
+    from pipelines.engine.compiler import compile_pipeline
+    from pipelines.engine.runtime import run_pipeline
+    from pipelines.language.loader import load_spec
     from skills import SkillContext
 
     compiled = compile_pipeline(load_spec(text)[0])

@@ -27,8 +27,8 @@ import anyio
 from mcp import Client
 
 from mcp_server import create_server
-from skills.executors._script import run_script
 from skills.executors.isolation import UNCONFINED, Isolation, probe
+from skills.executors.script import run_script
 
 BUDGET_MS = 50.0
 SCRIPT = """\

@@ -101,8 +101,8 @@ def raw_graph(fn: Callable[..., Any], is_async: bool = False) -> Any:
 
 class Bench:
     def __init__(self, catalog: Any, items: list[int], tmp: Path, skill: str = "bench-add") -> None:
-        from pipelines.compiler import compile_pipeline
-        from pipelines.loader import load_spec
+        from pipelines.engine.compiler import compile_pipeline
+        from pipelines.language.loader import load_spec
         from skills.executors._python import load_entry
 
         self.catalog, self.items, self.tmp = catalog, items, tmp
@@ -115,7 +115,7 @@ class Bench:
         self.expected = [{"sum": x + 1} for x in items]
 
     def subject(self, max_parallel: int, saver: Any) -> Callable[[], Awaitable[object]]:
-        from pipelines.runtime import run_pipeline
+        from pipelines.engine.runtime import run_pipeline
         from skills import SkillContext
 
         compiled = self.compiled[max_parallel]

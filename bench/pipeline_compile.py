@@ -126,10 +126,10 @@ def builtin_catalog(cache: Path) -> Any:
 
 def phases(text: str, catalog: Any, *, cold: bool) -> dict[str, float]:
     """One pass of every phase; `cold` clears the expression cache before verify."""
-    from pipelines import expressions
-    from pipelines.compiler import compile_pipeline
-    from pipelines.loader import load_spec
-    from pipelines.verify import verify
+    from pipelines.engine.compiler import compile_pipeline
+    from pipelines.language import expressions
+    from pipelines.language.loader import load_spec
+    from pipelines.language.verify import verify
 
     out: dict[str, float] = {}
     start = time.perf_counter()
@@ -156,9 +156,9 @@ def child(steps: int) -> None:
     """Fresh interpreter: imports first, then each phase once, nothing cached; JSON on stdout."""
     import tempfile
 
-    from pipelines.compiler import compile_pipeline  # noqa: F401 - the imports a server has done
-    from pipelines.loader import load_spec  # noqa: F401
-    from pipelines.verify import verify  # noqa: F401
+    from pipelines.engine.compiler import compile_pipeline  # noqa: F401 - the imports a server has done
+    from pipelines.language.loader import load_spec  # noqa: F401
+    from pipelines.language.verify import verify  # noqa: F401
 
     text = generate(steps)
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
@@ -186,9 +186,9 @@ def fresh(steps: int, runs: int) -> dict[str, float]:
 def run_once(text: str, catalog: Any, tmp: Path) -> tuple[float, dict[str, Any]]:
     import anyio
 
-    from pipelines.compiler import compile_pipeline
-    from pipelines.loader import load_spec
-    from pipelines.runtime import run_pipeline
+    from pipelines.engine.compiler import compile_pipeline
+    from pipelines.engine.runtime import run_pipeline
+    from pipelines.language.loader import load_spec
     from skills import SkillContext
 
     compiled = compile_pipeline(load_spec(text, "<bench>")[0])
@@ -209,10 +209,10 @@ def run_once(text: str, catalog: Any, tmp: Path) -> tuple[float, dict[str, Any]]
 
 
 def profile_verify(text: str, catalog: Any) -> str:
-    from pipelines import expressions
-    from pipelines.compiler import compile_pipeline
-    from pipelines.loader import load_spec
-    from pipelines.verify import verify
+    from pipelines.engine.compiler import compile_pipeline
+    from pipelines.language import expressions
+    from pipelines.language.loader import load_spec
+    from pipelines.language.verify import verify
 
     prof = cProfile.Profile()
     for _ in range(3):
@@ -232,7 +232,7 @@ def main(steps: int, reps: int, fresh_runs: int, profile: bool) -> None:
     text = generate(steps)
     with c.bench_env() as tmp:
         catalog = builtin_catalog(tmp / "cache")
-        from pipelines.loader import load_spec
+        from pipelines.language.loader import load_spec
 
         spec, _ = load_spec(text)
         counted = sum(1 for _ in spec.walk())

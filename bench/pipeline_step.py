@@ -89,8 +89,8 @@ class Bench:
     """Everything one skill flavour (sync or async) needs: specs, graphs, savers, runners."""
 
     def __init__(self, server: Any, skill: str, steps: int, tmp: Path, flavour: str) -> None:
-        from pipelines.compiler import compile_pipeline
-        from pipelines.loader import load_spec
+        from pipelines.engine.compiler import compile_pipeline
+        from pipelines.language.loader import load_spec
         from skills.executors._python import load_entry
 
         self.server, self.catalog, self.tmp, self.steps = server, server.catalog, tmp, steps
@@ -105,7 +105,7 @@ class Bench:
         self.expected = {n: n for n in (1, steps)}
 
     def subject(self, n: int, saver: Any) -> Callable[[], Awaitable[object]]:
-        from pipelines.runtime import run_pipeline
+        from pipelines.engine.runtime import run_pipeline
         from skills import SkillContext
 
         compiled, expected = self.compiled[n], self.expected[n]
@@ -233,8 +233,8 @@ async def step_parts(bench: Bench) -> list[tuple[str, float]]:
 
     import anyio.to_thread
 
-    from pipelines.expressions import render
-    from pipelines.runtime import RunContext
+    from pipelines.engine.runtime import RunContext
+    from pipelines.language.expressions import render
     from skills import SkillContext
     from skills.core.schema import check_arguments
     from skills.executors._python import load_entry

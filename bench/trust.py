@@ -42,7 +42,9 @@ def main() -> None:
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from langgraph.types import Send
 
-    from pipelines import _checkpoints, _wire, runqueue
+    from pipelines.distributed import runqueue
+    from pipelines.distributed import wire as _wire
+    from pipelines.storage import checkpoints as _checkpoints
 
     runqueue.secure()
     scope = {f"var{i}": {"text": "x" * 40, "n": i, "tags": ["a", "b"]} for i in range(16)}

@@ -80,7 +80,7 @@ def _known_model(ctx: SkillContext, model: str) -> None:
 async def _orchestrate(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     """Only routed work that succeeded is a success; any other end is the error envelope, with the
     route, the work's result and the usage (the router's included) beside it."""
-    from pipelines.router import orchestrate, orchestrate_failure
+    from pipelines.planning.router import orchestrate, orchestrate_failure
 
     schema = ORCHESTRATE.tool.output_schema
     try:

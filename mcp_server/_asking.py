@@ -22,7 +22,7 @@ from mcp_types import CallToolResult, ElicitRequestFormParams, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
 from pipelines.asking import ASK_KEY
-from pipelines.runs import LOCAL, STARTED_BY_KEY
+from pipelines.storage.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillsError
 from skills.core.schema import ANY_JSON
 

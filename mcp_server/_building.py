@@ -20,7 +20,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from adapters import ServerSource
     from pipelines.service import PipelineService
-    from pipelines.state import Backends
+    from pipelines.storage.state import Backends
 
 log = logging.getLogger("mcp_server")
 

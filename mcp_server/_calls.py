@@ -38,7 +38,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapters.context import request_of
-from pipelines.runs import STARTED_BY_KEY
+from pipelines.storage.runs import STARTED_BY_KEY
 from skills import (
     Skill,
     SkillCancelledError,

@@ -18,7 +18,7 @@ import anyio
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 
-from pipelines.runs import LOCAL, may_see
+from pipelines.storage.runs import LOCAL, may_see
 from skills.core.errors import clip
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ import anyio.to_thread
 from mcp_types import CallToolResult, TextContent
 
 from pipelines.asking import ASK_KEY
-from pipelines.runs import LOCAL, STARTED_BY_KEY
+from pipelines.storage.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillCancelledError
 from skills.core.base import LogFn, LogLevel, ProgressFn
 from skills.core.errors import error_envelope
@@ -39,7 +39,7 @@ from ._results import error_result
 from .tasks import RUN_IDS_KEY
 
 if TYPE_CHECKING:
-    from pipelines.runs import RunStore
+    from pipelines.storage.runs import RunStore
     from skills import SkillContext
 
     from .tasks import CallTarget

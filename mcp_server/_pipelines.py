@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from pipelines.runs import LOCAL, may_see
+from pipelines.storage.runs import LOCAL, may_see
 from skills.core.errors import ERROR_BODY_SCHEMA, clip
 from skills.core.schema import nullable
 
@@ -85,7 +85,7 @@ async def _checked(
     """Verify `text`; with `create_missing`, create the skills it lacks first (and verify again).
 
     Returns the spec, its issues and what to add to the result (`created_skills`)."""
-    from pipelines.missing import check_creating, creation_summary
+    from pipelines.planning.missing import check_creating, creation_summary
 
     if not args.get("create_missing"):
         spec, issues = await service.check_off_loop(text, file)
@@ -95,7 +95,7 @@ async def _checked(
 
 
 async def _validate(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from pipelines.help_ai import cached_overview, text_hash, with_overview
+    from pipelines.planning.help_ai import cached_overview, text_hash, with_overview
 
     spec, issues, extra = await _checked(service, args["yaml"], args.get("file") or "<pipeline>", args, ctx)
     errors = [i for i in issues if i.severity == "error"]
@@ -110,9 +110,9 @@ async def _validate(service: PipelineService, args: dict[str, Any], ctx: SkillCo
 
 
 async def _register(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-    from pipelines.describe import help_text
     from pipelines.errors import PipelineError, VerificationError
-    from pipelines.help_ai import improved_help, text_hash
+    from pipelines.language.describe import help_text
+    from pipelines.planning.help_ai import improved_help, text_hash
 
     text = args["yaml"] if args["yaml"].endswith("\n") else args["yaml"] + "\n"
     spec, issues, extra = await _checked(service, text, "<register_pipeline>", args, ctx)
@@ -238,7 +238,7 @@ def read_pipeline_resource(service: PipelineService, uri: str, viewer: str = LOC
     `pipelines.runs.may_see`) only; to any other the run does not exist (the same error as an
     unknown id, whatever the path).
     """
-    from pipelines.describe import mermaid
+    from pipelines.language.describe import mermaid
 
     if uri.startswith("pipeline://"):
         rest = uri[len("pipeline://") :]

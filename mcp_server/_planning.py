@@ -88,7 +88,7 @@ async def _create_skill(service: PipelineService, args: dict[str, Any], ctx: Ski
 async def _plan_and_run(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:
     """Only a `complete` plan is a success: `needs_fix` and `failed` are the error envelope, with
     the plan's result (last run id and outputs, the review's issues, history, usage) beside it."""
-    from pipelines.planner import incomplete, plan_and_run
+    from pipelines.planning.planner import incomplete, plan_and_run
     from skills import SkillsError
 
     schema = PLAN.tool.output_schema

@@ -25,7 +25,7 @@ import anyio.to_thread
 from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from pipelines.runs import LOCAL, STARTED_BY_KEY, RunRecord, may_see
+from pipelines.storage.runs import LOCAL, STARTED_BY_KEY, RunRecord, may_see
 from skills.core.schema import ANY_JSON, nullable
 
 from ._handles import HANDLES_KEY, RunHandles

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_types import CallToolResult, ElicitRequestFormParams, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from pipelines.runs import LOCAL, STARTED_BY_KEY
+from pipelines.storage.runs import LOCAL, STARTED_BY_KEY
 from skills import ArgumentsError, SkillsError
 from skills.core.errors import FieldError, clip
 from skills.core.schema import ANY_JSON
@@ -30,8 +30,8 @@ from ._meta import MetaTool, structured
 from ._results import error_result
 
 if TYPE_CHECKING:
+    from pipelines.engine.stepping import Decision, StepView
     from pipelines.service import PipelineService
-    from pipelines.stepping import Decision, StepView
     from skills import SkillContext
 
 __all__ = ["RUN_TOOLS", "ElicitGate"]

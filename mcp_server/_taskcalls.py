@@ -65,9 +65,9 @@ def task_service(server: OrchestratorServer, log_levels: weakref.WeakKeyDictiona
     state = server.pipelines.backends.state if server.pipelines is not None else None
     store: TaskStore
     if state:  # shared by the replicas: a task made through one is polled and fetched through another
-        from pipelines.pg import postgres
+        from pipelines.storage.pg import postgres
 
-        from .tasks._postgres import PostgresTaskStore
+        from .tasks.postgres import PostgresTaskStore
 
         store = PostgresTaskStore(postgres(state))
     else:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mcp_types import CallToolResult
 
     from adapters import MCPSkillAdapter
-    from pipelines.spec import PipelineSpec
+    from pipelines.language.spec import PipelineSpec
     from skills import LoadProblem
 
     from .app import OrchestratorServer
@@ -42,7 +42,7 @@ _WILDCARDS = frozenset("*?[")
 def unpublished_pipelines(server: OrchestratorServer) -> dict[str, tuple[Path, PipelineSpec]]:
     """Pipeline files of the published folders that parse but did not verify, by pipeline id."""
     from pipelines.errors import VerificationError
-    from pipelines.loader import load_spec_file
+    from pipelines.language.loader import load_spec_file
 
     found: dict[str, tuple[Path, PipelineSpec]] = {}
     for source in server.pipelines.sources if server.pipelines is not None else []:

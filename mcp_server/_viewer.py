@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from pipelines.runs import RunRecord, RunStore
     from pipelines.service import PipelineService
+    from pipelines.storage.runs import RunRecord, RunStore
 
 __all__ = ["COOKIE", "Viewer", "viewer_for"]
 
@@ -213,7 +213,7 @@ class Viewer:
             return refused
         from typing import get_args
 
-        from pipelines.runs import RunStatus
+        from pipelines.storage.runs import RunStatus
 
         asked = request.query_params.get("status") or None
         status = next((s for s in get_args(RunStatus) if s == asked), None)
@@ -254,7 +254,7 @@ class Viewer:
     def _graph(self, record: RunRecord) -> list[dict[str, Any]] | None:
         if self.pipelines is None or record.kind != "pipeline":
             return None
-        from pipelines.describe import graph
+        from pipelines.language.describe import graph
 
         try:
             skill = self.pipelines.pipeline(record.pipeline)
@@ -406,7 +406,7 @@ def viewer_for(server: Any, *, token: str | None, hosts: Sequence[str], origins:
         viewer is its server's operator's view, who may act on every run."""
         from mcp_types import CallToolResult, TextContent
 
-        from pipelines.runs import LOCAL, STARTED_BY_KEY
+        from pipelines.storage.runs import LOCAL, STARTED_BY_KEY
 
         skill = server.catalog.tool(name)
         record = await anyio.to_thread.run_sync(pipelines.store.get, str(arguments.get("run_id")))

@@ -92,9 +92,9 @@ from .tasks import CallTarget, continue_in_rounds, identity_of, install, task_wi
 if TYPE_CHECKING:
     from adapters import ServerSource
     from adapters.models import ModelService
-    from pipelines.help_ai import HelpWriter
+    from pipelines.planning.help_ai import HelpWriter
     from pipelines.service import PipelineService
-    from pipelines.state import Backends
+    from pipelines.storage.state import Backends
 
     from ._handles import RunHandles
     from .tasks import TaskService
@@ -361,7 +361,7 @@ class OrchestratorServer(MCPServer):
     @cached_property
     def help_writer(self) -> HelpWriter:
         """Writes the model's overview of every published pipeline in the background (`running`)."""
-        from pipelines.help_ai import HelpWriter
+        from pipelines.planning.help_ai import HelpWriter
 
         assert self.pipelines is not None
         return HelpWriter(self.pipelines, self.models.api_access)

@@ -1,7 +1,31 @@
-"""YAML pipelines (SPEC 4): spec models, sandboxed expressions, verifier, LangGraph compiler.
+"""YAML pipelines (SPEC 4): workflows published as MCP tools, verified before they run, compiled
+to LangGraph graphs, durable and resumable.
 
-Arrives with the pipelines issue. A compiled pipeline will be a `skills.Skill` published by a
-`skills.SkillProvider` added to the Catalog, so the server needs no change to serve it.
+The package by concern (docs/development.md has the whole map):
+
+- `language`: the file format (`PipelineSpec`), `{{ }}` expressions in their sandbox, the
+  verifier, generated help and run limits;
+- `engine`: compiling to LangGraph and running (skill calls, loops, retries, checkpoints, step
+  records, step-through);
+- `storage`: the run history and checkpoints, in SQLite or PostgreSQL, and run owners;
+- `distributed`: the Redis queue (Docket) and `orchestrator worker`;
+- `planning`: model-driven work (plan-and-run, the router, help a model improves, skills created
+  where a pipeline needs them).
+
+At the top: `PipelineService` (`service`: a home's pipelines, runs and history) and
+`PipelineSource` (`source`: each pipeline file a Skill in the Catalog), the `errors` all of them
+raise, and `asking` (runs that wait for a person's answer). Names resolve on first use, so
+importing `pipelines` imports neither LangGraph nor Jinja2.
 """
 
-__all__: list[str] = []
+from ._lazy import exports
+
+__all__, __getattr__ = exports(
+    __name__,
+    {
+        "service": ("PipelineService",),
+        "source": ("PipelineSkill", "PipelineSource"),
+        "errors": ("PipelineError", "VerificationError", "Issue", "StepFailed", "RunCancelled", "RunPartial"),
+        "asking": ("RunWaiting", "waiting_result"),
+    },
+)

@@ -14,9 +14,9 @@ import anyio.to_thread
 from skills import SkillRunError
 
 from .errors import Issue, PipelineError, RunPartial, VerificationError
+from .language.spec import PipelineSpec
+from .language.summary import run_summary_in
 from .source import PipelineSkill, PipelineSource
-from .spec import PipelineSpec
-from .summary import run_summary_in
 
 if TYPE_CHECKING:
     from .service import PipelineService
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 def load_file(service: PipelineService, path: Path) -> PipelineSkill:
     """A pipeline file outside the published folders, verified, ready to run (`orchestrator run FILE`)."""
-    from .loader import load_spec_file
-    from .verify import all_issues, verify
+    from .language.loader import load_spec_file
+    from .language.verify import all_issues, verify
 
     path = path.resolve()
     try:

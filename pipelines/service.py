@@ -26,26 +26,26 @@ from skills import Catalog, Home, SkillCancelledError, SkillContext, SkillRunErr
 from skills.core.errors import clip, error_envelope
 
 from . import _loading
-from ._checkpoints import SharedSaver
-from ._checkpoints import saver as checkpoint_saver
 from ._loading import partial_of
-from ._statedb import is_corrupt, set_aside
-from ._steplog import StepLog
 from .asking import ANSWERS_KEY, RunWaiting, waiting_result
+from .engine.steplog import StepLog
 from .errors import Issue, PipelineError, RunCancelled, RunPartial, RunStopped, StepFailed, VerificationError
-from .limits import BUDGET_KEY, Budget, ServerLimits
-from .owner import Heartbeat
-from .runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
+from .language.limits import BUDGET_KEY, Budget, ServerLimits
+from .language.spec import PipelineSpec
+from .language.summary import run_summary_in
 from .source import EXAMPLES_DIR, PipelineSkill, PipelineSource, describe_failure, new_run_id
-from .spec import PipelineSpec
-from .state import Backends
-from .summary import run_summary_in
+from .storage.checkpoints import SharedSaver
+from .storage.checkpoints import saver as checkpoint_saver
+from .storage.owner import Heartbeat
+from .storage.runs import LOCAL, STARTED_BY_KEY, RunRecord, RunStore, may_see
+from .storage.state import Backends
+from .storage.statedb import is_corrupt, set_aside
 
 if TYPE_CHECKING:
     from skills.core.roles import RoleBook
 
-    from .pgruns import PgRunStore
-    from .stepping import Decision, StepGate, StepView
+    from .engine.stepping import Decision, StepGate, StepView
+    from .storage.pgruns import PgRunStore
 
 __all__ = ["PipelineService"]
 
@@ -85,9 +85,9 @@ class PipelineService:
         self.queue: Any = None
         """The Docket queue (`_queue.Queue`) runs are handed to, in the distributed mode."""
         if self.backends.state:
-            from ._shared import SharedPipelineSource
-            from .pg import postgres
-            from .pgruns import PgRunStore
+            from .distributed.shared import SharedPipelineSource
+            from .storage.pg import postgres
+            from .storage.pgruns import PgRunStore
 
             pg = postgres(self.backends.state)
             self.store = PgRunStore(pg)
@@ -95,7 +95,7 @@ class PipelineService:
         else:
             self.store = RunStore(home.state_db)
         if self.backends.queue:
-            from .runqueue import Queue
+            from .distributed.runqueue import Queue
 
             self.queue = Queue(self.backends.queue)
         self.dispatch: Any = None
@@ -211,14 +211,14 @@ class PipelineService:
 
     def _needs(self, spec: PipelineSpec) -> str:
         """What a queued run calls, by digest, as this process has it (a worker compares: `_needs`)."""
-        from ._needs import as_json, needs_of
+        from .distributed.needs import as_json, needs_of
 
         return as_json(needs_of(spec, self.catalog))
 
     def _needs_of_run(self, run_id: str) -> str | None:
         """`_needs` of a run resumed through the queue, from the YAML it recorded (the skills as
         they are now: a run resumed after a skill was fixed runs the fixed one)."""
-        from .loader import load_spec
+        from .language.loader import load_spec
 
         source = self._shared.source(run_id)
         if source is None:
@@ -231,7 +231,7 @@ class PipelineService:
 
     async def _through_queue(self, pipeline: str, run_id: str, ctx: SkillContext, *, resume: bool) -> dict[str, Any]:
         """Hand the run to a worker and wait for it; its progress comes back to `ctx`."""
-        from .runqueue import raise_outcome
+        from .distributed.runqueue import raise_outcome
 
         await ctx.log("info", f"{'resuming' if resume else 'starting'} pipeline {pipeline}, run {run_id} on a worker")
         outcome = await self.queue.run(run_id, ctx.progress, ctx.extras.get("model"))  # it answers the run's asks
@@ -382,8 +382,8 @@ class PipelineService:
         ends a run, what it spent on models is recorded (`result.usage`) and travels with its
         error (`SkillsError.attached`).
         """
-        from ._outcomes import RunUsage
-        from .runtime import run_pipeline
+        from .engine.outcomes import RunUsage
+        from .engine.runtime import run_pipeline
 
         artifacts = self.artifact_dir(skill.name, run_id)
         await self._tell(ctx)
@@ -572,7 +572,7 @@ class PipelineService:
     # -- validation and registration ---------------------------------------------------------------
     def check(self, text: str, file: str = "<pipeline>") -> tuple[PipelineSpec | None, list[Issue]]:
         """Every issue of a pipeline text against this server's Catalog and pipelines."""
-        from .verify import check_text
+        from .language.verify import check_text
 
         return check_text(
             text, file, catalog=self.catalog, pipelines=self.specs(), models=self.known_models(), roles=self.role_book()

@@ -27,17 +27,17 @@ from skills import (
 )
 from skills.core.catalog import FolderProvider
 
-from ._help_cache import cached_overview, text_hash, with_overview
-from ._yamlmap import SourceMap
 from .errors import Issue, PipelineError, RunCancelled, RunLimitError, RunLimitExceeded, StepFailed, VerificationError
-from .loader import load_spec_file
-from .spec import PipelineSpec
+from .language.loader import load_spec_file
+from .language.spec import PipelineSpec
+from .language.yamlmap import SourceMap
+from .planning.help_cache import cached_overview, text_hash, with_overview
 
 if TYPE_CHECKING:
     from skills import Catalog
     from skills.core.roles import RoleBook
 
-    from .compiler import CompiledPipeline
+    from .engine.compiler import CompiledPipeline
 
 __all__ = ["EXAMPLES_DIR", "PipelineSkill", "PipelineSource", "issues_as_problems"]
 
@@ -112,7 +112,7 @@ class PipelineSkill:
     def _schemas(self) -> tuple[dict[str, Any], dict[str, Any]]:
         cached = self.__dict__.get("_schema_cache")
         if cached is None:
-            from ._outschema import infer_output_schema
+            from .language.outschema import infer_output_schema
 
             out = infer_output_schema(self.spec, self._host.catalog, self.spec.output_schema())
             cached = self.__dict__["_schema_cache"] = (self.spec.input_schema(), out)
@@ -134,7 +134,7 @@ class PipelineSkill:
 
     def compiled(self) -> CompiledPipeline:
         if self._compiled is None:
-            from .compiler import compile_pipeline
+            from .engine.compiler import compile_pipeline
 
             self._compiled = compile_pipeline(self.spec)
         return self._compiled
@@ -239,14 +239,14 @@ class PipelineSource(FolderProvider):
         return changed
 
     def _all_issues(self, exc: VerificationError, known: dict[str, PipelineSpec]) -> list[Issue]:
-        from .verify import all_issues
+        from .language.verify import all_issues
 
         models = self.models() if self.models is not None else None
         roles = self.roles() if self.roles is not None else None
         return all_issues(exc, catalog=self.catalog, pipelines=known, models=models, roles=roles)
 
     def _verify(self, file: Path, spec: PipelineSpec, known: dict[str, PipelineSpec]) -> list[Issue]:
-        from .verify import verify
+        from .language.verify import verify
 
         models = self.models() if self.models is not None else None
         roles = self.roles() if self.roles is not None else None

@@ -17,7 +17,7 @@ from fixtures.model_client import ClientModel, connect, final, text, tool_use
 from helpers import envelope, schema_says, write_skill
 from mcp_types import CallToolResult, TextContent
 
-from pipelines.verify import check_text
+from pipelines.language.verify import check_text
 from skills import Catalog, FolderSource
 
 INT = {"type": "integer"}

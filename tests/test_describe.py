@@ -6,9 +6,9 @@ import json
 import re
 import textwrap
 
-from pipelines.describe import example_arguments, help_text, mermaid
-from pipelines.loader import load_spec
-from pipelines.spec import PipelineSpec
+from pipelines.language.describe import example_arguments, help_text, mermaid
+from pipelines.language.loader import load_spec
+from pipelines.language.spec import PipelineSpec
 
 CODE_REVIEW = """
 id: code-review

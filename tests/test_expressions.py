@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pipelines.errors import ExpressionError
-from pipelines.expressions import (
+from pipelines.language.expressions import (
     HELPERS,
     evaluate,
     is_template,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from _fuzz import fuzz, pipeline_texts
 from hypothesis import given
 
-from pipelines.verify import check_text
+from pipelines.language.verify import check_text
 from skills.core.yamltext import YAMLError, load_yaml
 
 

@@ -26,9 +26,9 @@ from test_rounds_continue import _marks
 from test_run_progress import DISPLAY_VARS, ORCHESTRATOR, TIMEOUT, _read_until
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
-from pipelines.state import Backends
-from pipelines.verify import check_text
+from pipelines.language.verify import check_text
+from pipelines.storage.runs import RunStore
+from pipelines.storage.state import Backends
 
 skills = rounds.skills  # the fixture: the `mark` tool (appends its `call` to a log file)
 postgres_server, pg_url = _scale.postgres_server, _scale.pg_url  # a real PostgreSQL server

@@ -26,10 +26,10 @@ from helpers import envelope, write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
-from skills.executors._script import run_script
+from pipelines.storage.runs import RunStore
 from skills.executors._workdir import WorkdirFull
 from skills.executors.isolation import probe
+from skills.executors.script import run_script
 
 ISOLATION = probe()
 confined = pytest.mark.skipif(

@@ -13,7 +13,7 @@ from fixtures.model_client import ClientModel, connect
 from helpers import envelope
 from mcp_types import CallToolResult, TextContent
 
-from pipelines.verify import check_text
+from pipelines.language.verify import check_text
 
 ERAS = ["legacy", "auto"]  # handshake era (2025-11-25) and 2026-07-28
 

@@ -30,7 +30,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 from skills import Home
 
 MODES = pytest.mark.parametrize("mode", ["legacy", "auto"])

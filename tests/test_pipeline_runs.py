@@ -23,7 +23,7 @@ from helpers import write_skill
 from mcp import Client, StdioServerParameters
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
 OPEN = {"type": "object"}

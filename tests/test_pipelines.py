@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, TextResourceContents, ToolListChangedNotification
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 
 OPEN = {"type": "object"}
 

@@ -16,9 +16,9 @@ from _scripted import Script, connect
 from mcp import Client
 
 from mcp_server import create_server
-from pipelines.describe import help_text
-from pipelines.runs import RunStore
-from pipelines.verify import check_text
+from pipelines.language.describe import help_text
+from pipelines.language.verify import check_text
+from pipelines.storage.runs import RunStore
 from skills import Home
 
 MEAN = """\

@@ -19,7 +19,7 @@ from _scripted import connect as scripted
 from fixtures.model_client import ClientModel, connect, final, tool_use
 from helpers import write_skill
 
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 from skills import Home
 
 STRING = {"type": "string"}

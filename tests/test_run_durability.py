@@ -24,8 +24,8 @@ from helpers import run_cli
 from mcp import Client
 
 from mcp_server import create_server
-from pipelines.owner import Owner
-from pipelines.runs import RunStore
+from pipelines.storage.owner import Owner
+from pipelines.storage.runs import RunStore
 
 GARBAGE = b"this is not a database, it is a text file that someone saved over state.sqlite\n" * 50
 
@@ -299,7 +299,7 @@ def test_a_running_run_is_interrupted_when_its_process_is_gone_or_was_replaced(t
     me = Owner.current()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
-        from pipelines.owner import _process_start
+        from pipelines.storage.owner import _process_start
 
         alive_start = _process_start(sleeper.pid)
         _insert_running(db, "live", me.host, me.boot, sleeper.pid, alive_start, time.time())

@@ -18,7 +18,7 @@ from helpers import run_cli, write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 
 TWO_STEPS = """\
 id: two-steps

@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"
 CLIENT_TIMEOUT = 20.0

@@ -24,8 +24,8 @@ from mcp_types import CallToolResult
 
 from mcp_server import create_server
 from pipelines.errors import RunLimitError
-from pipelines.limits import DEFAULT_LIMITS, ServerLimits
-from pipelines.runs import RunStore
+from pipelines.language.limits import DEFAULT_LIMITS, ServerLimits
+from pipelines.storage.runs import RunStore
 from skills import SkillContext
 
 TIMEOUT = 60

@@ -31,7 +31,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ResourceTemplateReference, TextResourceContents
 
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 
 RUN_TEMPLATE = ResourceTemplateReference(uri="run://{run_id}/{path}")
 UNKNOWN = "0123456789ab"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 
 
 def test_stores_opening_a_new_database_at_once_all_succeed(tmp_path: Path) -> None:

@@ -24,9 +24,9 @@ from test_rounds_continue import _marks
 from test_tasks_sdk import LONG
 
 from mcp_server import create_server
-from mcp_server.tasks._postgres import PostgresTaskStore
-from pipelines.pg import Postgres
-from pipelines.state import Backends
+from mcp_server.tasks.postgres import PostgresTaskStore
+from pipelines.storage.pg import Postgres
+from pipelines.storage.state import Backends
 
 skills = rounds.skills  # the fixture: the `mark` tool
 postgres_server, pg_url, redis_url = _scale.postgres_server, _scale.pg_url, _scale.redis_url  # real servers

@@ -71,7 +71,7 @@ def test_pydocket_unpickles_nowhere_the_orchestrator_has_not_replaced(tmp_path: 
 
     import docket
 
-    from pipelines import _wire
+    from pipelines.distributed import wire as _wire
 
     assert _wire.PYDOCKET == version("pydocket")  # a new release: review it, then move PYDOCKET
     assert _wire.uncovered() == {}
@@ -83,7 +83,7 @@ def test_pydocket_unpickles_nowhere_the_orchestrator_has_not_replaced(tmp_path: 
 
 
 def test_the_queue_codec_refuses_a_pickle_without_unpickling_it(tmp_path: Path) -> None:
-    from pipelines import _wire
+    from pipelines.distributed import wire as _wire
     from pipelines.errors import RefusedData
 
     marker = tmp_path / "pwned"

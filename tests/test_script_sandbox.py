@@ -26,8 +26,8 @@ from mcp import Client
 
 from mcp_server import create_server
 from skills.core.errors import OutputError, SkillRunError, SkillTimeoutError
-from skills.executors._script import run_script
 from skills.executors.isolation import UNCONFINED, Isolation, budget_support, probe
+from skills.executors.script import run_script
 
 Logged = list[tuple[str, str]]
 

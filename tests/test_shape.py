@@ -1,9 +1,12 @@
 """The shape of the code holds: packages meet only at public names, and no module grows too long.
 
-skills, pipelines, adapters and mcp_server are the packages. A package may use another's public
-modules only: a module or sub-package whose name starts with `_` is the owner's to change without
-notice, so an import of `pipelines._x` (or `skills.core._y`, or `adapters._p.q`) from outside
-`pipelines` (or `skills`, `adapters`) would break the day the owner rearranges its insides. Every
+skills, pipelines, adapters and mcp_server are the packages, and each of their sub-packages
+(`pipelines.engine`, `skills.core`, `mcp_server.tasks`, ...) is a package too. A package may use
+another's public modules only: a module or sub-package whose name starts with `_` is its owner's
+(the package that holds it, and that package's own sub-packages) to change without notice. So
+`pipelines.engine._nodes` may be imported inside `pipelines.engine` only, not from
+`pipelines.storage`, from `pipelines` itself or from `mcp_server`; `skills.core._y` not from
+`skills.executors`: either would break the day the owner rearranges its insides. Every
 import counts: `import` and `from` forms, at module level, inside functions and under
 `if TYPE_CHECKING:`. The built-in skills' implementations (skills/builtin/*/impl.py) count too:
 they are loaded by path but are still code of the skills package.
@@ -50,16 +53,29 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, s
     return found
 
 
+def _owner_of_private(name: str) -> str | None:
+    """The package a dotted name's first private part belongs to (`a.b._c.d` -> `a.b`), if any."""
+    parts = name.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
 def _private_imports_across_packages() -> list[str]:
     bad: list[str] = []
     for path in _sources():
         module = _module_of(path)
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for line, name in _imported(tree, module, path.name == "__init__.py"):
-            top, *rest = name.split(".")
-            if top in PACKAGES and top != module.split(".")[0] and any(p.startswith("_") for p in rest):
+            owner = _owner_of_private(name)
+            if name.split(".")[0] in PACKAGES and owner is not None and not _inside(module, owner):
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     return bad
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def _long_modules() -> list[str]:
@@ -106,3 +122,31 @@ def test_the_check_sees_every_form_of_import(tmp_path: Path) -> None:
         "mcp_server._own",
     ):
         assert expected in names
+
+
+def test_a_private_module_belongs_to_its_own_package_and_below() -> None:
+    """Sub-packages are packages: their private modules are theirs and their sub-packages' only."""
+    assert _owner_of_private("pipelines.engine._nodes") == "pipelines.engine"
+    assert _owner_of_private("pipelines.storage.runs") is None
+    assert _owner_of_private("pipelines._lazy") == "pipelines"
+    assert _inside("pipelines.engine.loops", "pipelines.engine")
+    assert _inside("pipelines.engine", "pipelines")  # a package's own sub-package may use its privates
+    assert not _inside("pipelines.storage.runs", "pipelines.engine")
+    assert not _inside("pipelines.service", "pipelines.engine")  # nor may the parent use a child's
+    assert not _inside("pipelines.engineering", "pipelines.engine")
+
+
+def test_every_subpackage_says_what_it_is_and_exports_names_that_resolve() -> None:
+    """Each package's `__init__` has a docstring and an `__all__` whose every name exists."""
+    import importlib
+
+    for init in sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py") if ".venv" not in p.parts):
+        if "builtin" in init.parts:
+            continue
+        name = _module_of(init)
+        package = importlib.import_module(name)
+        assert (package.__doc__ or "").strip(), f"{init.relative_to(ROOT)}: say what the package is in a docstring"
+        exported = getattr(package, "__all__", None)
+        assert exported is not None, f"{init.relative_to(ROOT)}: name the package's public names in __all__"
+        missing = [n for n in exported if not hasattr(package, n)]
+        assert not missing, f"{name}.__all__ names what it does not have: {missing}"

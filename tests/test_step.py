@@ -21,7 +21,7 @@ from helpers import ORCHESTRATOR, envelope, run_cli, write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 
 PIPELINE = """\
 id: three-notes

@@ -17,7 +17,7 @@ from helpers import write_skill
 from mcp import Client
 
 from mcp_server import create_server
-from pipelines.runs import RunStore, StepRecord
+from pipelines.storage.runs import RunStore, StepRecord
 
 
 def _by_path(home: Path, run_id: str) -> dict[str, StepRecord]:

@@ -20,7 +20,7 @@ from _http import http_server
 from test_rounds_continue import _marks
 from test_tasks_sdk import LONG
 
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 from skills import Home
 
 skills = rounds.skills  # the fixture: the `mark` tool

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from test_rounds_continue import STORY, _marks, _pipeline, _teller
 
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 from skills import Home
 
 skills = rounds.skills  # the fixture: the `mark` tool and the `counter` agent

@@ -24,7 +24,7 @@ from mcp import Client, StdioServerParameters
 pytest.importorskip("opentelemetry.proto")
 from test_traces import CLIENT_SPAN, CLIENT_TRACE, Receiver, receiver
 
-from pipelines.runqueue import SHAPES
+from pipelines.distributed.runqueue import SHAPES
 
 postgres_server, pg_url, redis_url = _scale.postgres_server, _scale.pg_url, _scale.redis_url  # real servers
 __all__ = ["receiver"]  # the fixture

@@ -23,7 +23,7 @@ from mcp_types import CallToolResult
 
 from adapters.models import load_registry
 from mcp_server import create_server
-from pipelines.runs import RunStore
+from pipelines.storage.runs import RunStore
 from skills import Home, SkillContext
 
 STRING = {"type": "string"}

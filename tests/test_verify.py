@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pipelines.errors import Issue
-from pipelines.loader import load_spec
-from pipelines.spec import PipelineSpec
-from pipelines.verify import check_text
+from pipelines.language.loader import load_spec
+from pipelines.language.spec import PipelineSpec
+from pipelines.language.verify import check_text
 from skills import BUILTIN_SKILLS_DIR, Catalog, FolderSource
 
 

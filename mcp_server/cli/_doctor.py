@@ -182,7 +182,7 @@ def _queue(args: argparse.Namespace) -> dict[str, Any]:
     url = backends(args).queue
     if not url:
         return {}
-    from pipelines.state import check_queue
+    from pipelines.storage.state import check_queue
 
     found = check_queue(url)
     warning = _exposed(url)
@@ -219,7 +219,7 @@ def _state(args: argparse.Namespace, db: Any) -> dict[str, Any]:
     chosen = backends(args)
     if not chosen.state:
         return {"backend": "sqlite", "path": str(db), "exists": db.is_file()}
-    from pipelines.state import check_state
+    from pipelines.storage.state import check_state
 
     return {"backend": "postgresql", **check_state(chosen.state)}
 

@@ -20,9 +20,9 @@ from ._server import server
 if TYPE_CHECKING:
     from adapters import MCPSkillAdapter
     from pipelines.errors import Issue
+    from pipelines.language.spec import PipelineSpec
     from pipelines.service import PipelineService
     from pipelines.source import PipelineSkill
-    from pipelines.spec import PipelineSpec
     from skills import LoadProblem
 
     from ..app import OrchestratorServer
@@ -132,7 +132,7 @@ def pipeline_file(orchestrator: OrchestratorServer, target: str) -> Path:
 def target_spec(orchestrator: OrchestratorServer, target: str) -> PipelineSpec | None:
     """The parsed (not necessarily verified) pipeline `target` names, to know what it needs."""
     from pipelines.errors import VerificationError
-    from pipelines.loader import load_spec_file
+    from pipelines.language.loader import load_spec_file
     from pipelines.source import PipelineSkill
 
     from .._upstreams import unpublished_pipelines
@@ -289,8 +289,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _show_now(args: argparse.Namespace, skill: PipelineSkill) -> int:
-    from pipelines.describe import example_arguments
-    from pipelines.help_ai import with_overview
+    from pipelines.language.describe import example_arguments
+    from pipelines.planning.help_ai import with_overview
 
     spec = skill.spec
     overview = skill.overview()  # the model's, when one was written for this file (`serve` writes them)
@@ -338,7 +338,7 @@ def _stays_a_string(text: str) -> bool:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    from pipelines.describe import mermaid
+    from pipelines.language.describe import mermaid
 
     print(resolve_connected(args, lambda _, skill: mermaid(skill.spec)))
     return EXIT_OK

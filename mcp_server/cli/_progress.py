@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import PROG
 
 if TYPE_CHECKING:
-    from pipelines.spec import PipelineSpec
+    from pipelines.language.spec import PipelineSpec
 
 __all__ = ["Display", "duration", "open_display", "step_depths", "step_places"]
 

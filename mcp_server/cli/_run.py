@@ -30,11 +30,11 @@ from ._common import (
 from ._server import server
 
 if TYPE_CHECKING:
+    from pipelines.engine.stepping import StepGate
     from pipelines.errors import RunStopped
+    from pipelines.language.spec import PipelineSpec
     from pipelines.service import PipelineService
     from pipelines.source import PipelineSkill
-    from pipelines.spec import PipelineSpec
-    from pipelines.stepping import StepGate
     from skills import SkillContext, SkillRunError
 
     from ..app import OrchestratorServer
@@ -121,7 +121,7 @@ def _run_creating(
 ) -> int:
     """`run --create-missing`: create the skills the pipeline lacks (a model, from within the run's
     display), verify it again, then run it."""
-    from pipelines.loader import load_spec_file
+    from pipelines.language.loader import load_spec_file
 
     from ._pipelines import pipeline_file, service_of
 
@@ -130,7 +130,7 @@ def _run_creating(
     spec = load_spec_file(path)[0]
 
     async def start(ctx: SkillContext, gate: StepGate | None) -> dict[str, Any]:
-        from pipelines.missing import check_creating
+        from pipelines.planning.missing import check_creating
 
         from ._upstreams import required
 
@@ -188,7 +188,7 @@ def drive(
     import anyio
 
     from pipelines.errors import RunPartial, RunStopped
-    from pipelines.summary import summary_key
+    from pipelines.language.summary import summary_key
     from skills import SkillContext
     from skills.core.roles import ROLES_KEY
 

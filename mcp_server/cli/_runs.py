@@ -24,8 +24,8 @@ from ._server import server
 
 if TYPE_CHECKING:
     from mcp_server.tasks import TaskRecord
-    from pipelines.runs import RunRecord, RunStore, StepRecord
-    from pipelines.stepping import StepGate
+    from pipelines.engine.stepping import StepGate
+    from pipelines.storage.runs import RunRecord, RunStore, StepRecord
     from skills import SkillContext
 
 MAX_FILES_SHOWN = 50
@@ -96,14 +96,14 @@ def add_parsers(sub: Any, parents: Parents) -> None:
 
 def _store(args: argparse.Namespace) -> RunStore | None:
     """The run history (the shared state's with --state), or None when nothing ever ran in the home."""
-    from pipelines.runs import RunStore
+    from pipelines.storage.runs import RunStore
 
     from ._server import backends
 
     state = backends(args).state
     if state:
-        from pipelines.pg import postgres
-        from pipelines.pgruns import PgRunStore
+        from pipelines.storage.pg import postgres
+        from pipelines.storage.pgruns import PgRunStore
 
         return PgRunStore(postgres(state))
     db = home(args).state_db
@@ -178,9 +178,9 @@ def _tasks(args: argparse.Namespace) -> list[TaskRecord]:
     state, db = backends(args).state, home(args).state_db
     store: TaskStore
     if state:
-        from pipelines.pg import postgres
+        from pipelines.storage.pg import postgres
 
-        from ..tasks._postgres import PostgresTaskStore
+        from ..tasks.postgres import PostgresTaskStore
 
         store = PostgresTaskStore(postgres(state))
     elif db.is_file():
@@ -226,7 +226,7 @@ def _resume_hint(record: RunRecord) -> str:
 
 
 def _duration_arg(text: str) -> float:
-    from pipelines.limits import parse_duration
+    from pipelines.language.limits import parse_duration
 
     try:
         return parse_duration(text)

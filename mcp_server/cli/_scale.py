@@ -78,7 +78,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     orchestrator = server(args)
     import anyio
 
-    from pipelines.worker import WorkerHost
+    from pipelines.distributed.worker import WorkerHost
     from skills import SkillContext
 
     from ._pipelines import service_of

@@ -15,7 +15,7 @@ from ._allow import allowed_dirs
 from ._common import UsageError, home
 
 if TYPE_CHECKING:
-    from pipelines.state import Backends
+    from pipelines.storage.state import Backends
 
     from ..app import OrchestratorServer
 
@@ -25,7 +25,7 @@ __all__ = ["backends", "server"]
 def backends(args: argparse.Namespace) -> Backends:
     """The checked --state/--queue/--artifacts of a command (a bad URL is a usage error, redacted)."""
     from pipelines.errors import PipelineError
-    from pipelines.state import Backends
+    from pipelines.storage.state import Backends
 
     try:
         return Backends.of(getattr(args, "state", None), getattr(args, "queue", None), getattr(args, "artifacts", None))

@@ -22,7 +22,7 @@ import anyio
 from ._common import PROG
 
 if TYPE_CHECKING:
-    from pipelines.stepping import Decision, StepView
+    from pipelines.engine.stepping import Decision, StepView
 
     from ._progress import Display
 

@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 
 from pipelines.errors import PipelineError, StepFailed
-from pipelines.owner import BEAT, Owner, owner_alive
+from pipelines.storage.owner import BEAT, Owner, owner_alive
 from skills import SkillCancelledError, SkillContext, SkillRunError
 
 from ._calls import CallTarget
@@ -33,12 +33,12 @@ from ._sqlite import TASK_COLUMNS, task_record
 from .store import TaskRecord
 
 if TYPE_CHECKING:
-    from pipelines.pgruns import PgRunStore
-    from pipelines.runs import RunRecord, RunStore
     from pipelines.service import PipelineService
+    from pipelines.storage.pgruns import PgRunStore
+    from pipelines.storage.runs import RunRecord, RunStore
 
-    from ._postgres import PostgresTaskStore
     from ._service import TaskService
+    from .postgres import PostgresTaskStore
 
 __all__ = ["ADOPT_POLL", "Adopter", "Seen", "claim", "orphaned", "run_outcome"]
 
@@ -208,7 +208,7 @@ async def _wait(runs: RunStore, run_id: str, skill: Any, deadline: float) -> dic
 async def _stop(queue: Any, run_id: str) -> None:
     """Cancel the run's task in the queue (its key is `run:RUN:...`: the replica that handed it
     out is gone, so it is found in the queue's snapshot); its worker records the run cancelled."""
-    from pipelines.runqueue import RUNS
+    from pipelines.distributed.runqueue import RUNS
 
     runs = await queue.docket(RUNS)
     snapshot = await runs.snapshot()

@@ -27,7 +27,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from adapters.context import input_round_of, request_of
-from pipelines.runs import LOCAL
+from pipelines.storage.runs import LOCAL
 from skills import SkillContext, SkillRunError
 from skills.core.errors import LimitExceededError
 

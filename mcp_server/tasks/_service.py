@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 from mcp_types import CallToolResult
 
-from pipelines.owner import Heartbeat
+from pipelines.storage.owner import Heartbeat
 from skills import SkillContext
 from skills.core.base import LogFn, LogLevel, ProgressFn
 from skills.core.errors import LimitExceededError
@@ -35,7 +35,7 @@ from .._results import error_result
 from ._adopt import Adopter
 from ._calls import RUN_IDS_KEY, CallTarget, identity_of, seen_tasks
 from ._execution import Execution, ExecutionHost
-from ._postgres import PostgresTaskStore
+from .postgres import PostgresTaskStore
 from .store import TaskLimits, TaskRecord, TaskState, TaskStore
 
 if TYPE_CHECKING:

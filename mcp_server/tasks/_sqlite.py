@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipelines.owner import Owner, owner_alive
+from pipelines.storage.owner import Owner, owner_alive
 
 from .store import TaskRecord
 
@@ -200,5 +200,5 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
     )
 
 
-# The same table and rows in the PostgreSQL store (`_postgres`): one definition of both.
+# The same table and rows in the PostgreSQL store (`postgres`): one definition of both.
 TASKS_SCHEMA, TASK_COLUMNS, TASK_MARKS, task_row, task_record = _SCHEMA, _COLUMNS, _MARKS, _row, _record

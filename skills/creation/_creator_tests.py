@@ -17,14 +17,14 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core._regex import PatternError, compile_pattern
 from ..core.base import LogFn
 from ..core.contract import SkillContract
 from ..core.errors import SkillsError
 from ..core.jsontext import JSON
+from ..core.regex import PatternError, compile_pattern
 from ..core.schema import check_arguments, check_output
-from ..executors._script import run_script
 from ..executors.isolation import Isolation
+from ..executors.script import run_script
 
 __all__ = ["Check", "TestCase", "TestOutcome", "run_cases"]
 

@@ -3,3 +3,8 @@
 
 They import the core, never `skills.creation`.
 """
+
+from .isolation import Isolation, IsolationSettings
+from .runners import register_runners
+
+__all__ = ["Isolation", "IsolationSettings", "register_runners"]

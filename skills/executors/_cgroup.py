@@ -5,7 +5,7 @@ The rlimits of `skills.executors._bootstrap` bound each process: a script that f
 children of 480 MB, each under its `memory_mb`, still fills a 4 GB machine and the kernel's
 out-of-memory killer takes the server. A cgroup bounds them together: past the memory budget
 the out-of-memory killer stops a process of that call (never one outside it); past the
-process budget `fork()` fails. `skills.executors._confine` then fails the call with a
+process budget `fork()` fails. `skills.executors.confine` then fails the call with a
 `limit_exceeded` error that names the budget.
 
 Where the groups are made (`support`, probed once per process):

@@ -53,7 +53,7 @@ class ScriptRunner(_Plain):
     async def run(
         self, skill: FolderSkill, contract: SkillContract, arguments: dict[str, Any], ctx: SkillContext
     ) -> Any:
-        from ._script import run_script
+        from .script import run_script
 
         program = inside(skill.root, contract.run.script or "")
         if program is None:

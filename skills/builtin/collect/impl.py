@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from skills.core._regex import HINT as PATTERN_HINT
-from skills.core._regex import PatternError, compile_pattern
+from skills.core.regex import HINT as PATTERN_HINT
+from skills.core.regex import PatternError, compile_pattern
 from skills.core.errors import SkillRunError
 
 _MISSING = object()
@@ -60,7 +60,7 @@ def _compare(op: str, left: Any, right: Any) -> bool:
             return inside if op == "in" else not inside
         if op == "contains":
             return isinstance(left, list | str | Mapping) and right in left
-        if op == "matches":  # RE2, linear time: a client's pattern never backtracks (see skills.core._regex)
+        if op == "matches":  # RE2, linear time: a client's pattern never backtracks (see skills.core.regex)
             return isinstance(left, str) and compile_pattern(str(right)).search(left) is not None
     except TypeError:  # e.g. "3" > 2, or a string `in` a list of dicts: simply not a match
         return False

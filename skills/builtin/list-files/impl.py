@@ -8,7 +8,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from skills.core._regex import PatternError, compile_pattern
+from skills.core.regex import PatternError, compile_pattern
 from skills.core.base import SkillContext
 from skills.core.errors import SkillRunError
 from skills.core.roots import allowed_path, roots_of

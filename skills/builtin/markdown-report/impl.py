@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
-from pipelines.sandbox import TemplateEnvironment, check_size, to_json
+from pipelines.language.sandbox import TemplateEnvironment, check_size, to_json
 from pipelines.errors import ExpressionError
-from pipelines.expressions import render_template
+from pipelines.language.expressions import render_template
 from skills.core.base import SkillContext
 from skills.core.errors import SkillRunError
 

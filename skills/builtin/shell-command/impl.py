@@ -1,6 +1,6 @@
 """shell-command: run one program (an argv list, never a shell) in the run's artifact directory.
 
-Confinement (`skills.executors._confine`): no shell, a scrubbed environment, the artifact directory as
+Confinement (`skills.executors.confine`): no shell, a scrubbed environment, the artifact directory as
 the one writable folder, working directory and HOME; where bubblewrap works, a jail with the
 system read-only, no network unless this skill's skill.yaml says `network: true`, private
 /tmp and its own PID namespace. Resource limits (address space, CPU seconds, no core files,
@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from skills.executors._confine import SYSTEM_PATH, Jail, Jailed
+from skills.executors.confine import SYSTEM_PATH, Jail, Jailed
 from skills.core.base import SkillContext
 from skills.core.errors import SkillRunError
 from skills.executors.isolation import isolation_of
