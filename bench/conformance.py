@@ -73,7 +73,7 @@ FIXTURE_ONLY: dict[str, str] = {
     "none of ours maps an argument to a header",
     "sep-2640-skills-directory:sep-2640-directory-read-subdir-mimetype": "reads the first listed skill only "
     "(the built-in `code-analyzer`, which has no subfolder); a subfolder's `inode/directory` is covered by "
-    "tests/test_skills_ext.py",
+    "tests/mcp_server/test_skills_ext.py",
     "tasks-lifecycle": "its tasks are the reference server's `slow_compute`, `failing_job`, `protocol_error_job`",
     "tasks-capability-negotiation:tasks-per-request-meta-opt-in": f"{_REFERENCE_TOOL} (`slow_compute`)",
     "tasks-wire-fields": f"{_REFERENCE_TOOL} (`slow_compute`)",
@@ -83,7 +83,7 @@ FIXTURE_ONLY: dict[str, str] = {
     "tasks-request-headers:tasks-headers-tolerate-mcp-method-on-tools-call": f"{_REFERENCE_TOOL} (`greet`)",
     "tasks-request-headers:sep-2663-routing-headers-accepted-on-tasks-get": f"{_REFERENCE_TOOL} (`slow_compute`)",
     "tasks-request-headers:sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get": "needs the task of "
-    "`slow_compute` from the check before; the mismatch itself is tested in tests/test_http_protocol.py",
+    "`slow_compute` from the check before; the mismatch itself is tested in tests/mcp_server/test_http_protocol.py",
     "tasks-dispatch-and-envelope": f"{_REFERENCE_TOOL} (`slow_compute`, a tool that always runs as a task)",
     "tasks-required-task-error": f"{_REFERENCE_TOOL} (`failing_job` with taskSupport `required`)",
     "input-required-result-basic-elicitation": f"{_REFERENCE_TOOL} (`test_input_required_result_elicitation`)",

@@ -38,8 +38,8 @@ from pathlib import Path
 import _common as c
 import yaml
 
-sys.path.insert(0, str(c.REPO / "tests"))
-from _scale import PostgresServer, RedisServer, Workers  # the tests' servers
+sys.path.insert(0, str(c.REPO))
+from tests._scale import PostgresServer, RedisServer, Workers  # the tests' servers
 
 BUDGET = 2.5
 ORCHESTRATOR = Path(sys.executable).parent / "orchestrator"

@@ -26,11 +26,10 @@ import _common as c
 import anyio
 from mcp import Client
 
-sys.path.insert(0, str(c.REPO / "tests"))
-from _wild import many_skills  # the tests' corpus writer: the same shapes
-
+sys.path.insert(0, str(c.REPO))
 from mcp_server import create_server
 from skills import Catalog, FolderSource
+from tests._wild import many_skills  # the tests' corpus writer: the same shapes
 
 T = TypeVar("T")
 PUBLISH_BUDGET = 1.0

@@ -14,7 +14,7 @@ import stat
 import zipfile
 from pathlib import Path
 
-from helpers import write_skill
+from tests.helpers import write_skill
 
 LONG_DESCRIPTION = "Use the Claude API. " + "x" * 1_048
 """1,068 characters, like anthropics/skills' claude-api."""

@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fixtures.anthropic_stub import AnthropicStub
-from helpers import MakeSkill, Run, run_cli, write_skill
+
+from tests.fixtures.anthropic_stub import AnthropicStub
+from tests.helpers import MakeSkill, Run, run_cli, write_skill
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_cli, write_skill
 
 from mcp_server.cli._docs import anchors
+from tests.helpers import run_cli, write_skill
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from _scale import ORCHESTRATOR, _postgres_bin, _unprivileged, free_port
 from mcp import Client
 
 from mcp_server.cli._docs import section
+from tests._scale import ORCHESTRATOR, _postgres_bin, _unprivileged, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = (REPO / "docs" / "distributed.md").read_text(encoding="utf-8")

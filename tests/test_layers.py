@@ -12,7 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _imports import Edge, cycles, import_graph
+
+from tests._imports import Edge, cycles, import_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("skills", "pipelines", "adapters", "mcp_server")
@@ -127,10 +128,10 @@ def {name}(word: str, ctx: SkillContext | None = None) -> dict:
 async def test_a_python_skill_that_imports_the_old_module_paths_still_runs(tmp_path: Path) -> None:
     # The writing-skills reference once taught `from skills.base import SkillContext`: skills
     # written then (by hand or by create_skill) keep working after skills/ got its parts.
-    from helpers import envelope, write_skill
     from mcp import Client
 
     from mcp_server import create_server
+    from tests.helpers import envelope, write_skill
 
     root = tmp_path / "skills"
     contract = {

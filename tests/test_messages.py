@@ -6,10 +6,10 @@ import traceback
 from pathlib import Path
 
 import pytest
-from helpers import write_skill
 from mcp import Client
 
 from mcp_server import create_server
+from tests.helpers import write_skill
 
 FOUR_MISTAKES = """\
 id: broken

@@ -22,9 +22,10 @@ from typing import Any
 
 import anyio
 import pytest
-from fixtures.adapter_support import UVX, uv_env
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+
+from tests.fixtures.adapter_support import UVX, uv_env
 
 REPO = Path(__file__).resolve().parents[1]
 UV = str(Path(sys.executable).parent / "uv")

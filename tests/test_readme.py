@@ -10,13 +10,13 @@ import subprocess
 from pathlib import Path
 
 import jsonschema
-from helpers import ORCHESTRATOR
 from mcp import Client
 
 from mcp_server import create_server
 from mcp_server.cli._docs import section
 from skills import check_folder
 from skills.core.errors import ERROR_ENVELOPE_SCHEMA
+from tests.helpers import ORCHESTRATOR
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

@@ -15,7 +15,7 @@ characters. The full loader then decides and reports, with its positions and its
 text read here is within every bound of `skills.core.yamltext` by construction (no alias, at most
 `_TEXT` characters, at most `_DEPTH` levels). Plain scalars are resolved by PyYAML's own
 resolver and constructors (`yes` is True, `12:30` is 750), so the data is the same.
-`tests/test_yaml_plain.py` checks that on generated documents of every shape.
+`tests/skills/test_yaml_plain.py` checks that on generated documents of every shape.
 """
 
 from __future__ import annotations
