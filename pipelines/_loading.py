@@ -6,7 +6,7 @@ Kept apart so service.py holds the running of pipelines."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -19,10 +19,33 @@ from .language.summary import run_summary_in
 from .source import PipelineSkill, PipelineSource
 
 if TYPE_CHECKING:
-    from .service import PipelineService
+    from collections.abc import Callable, Collection
+
+    from skills import Catalog, Home, SkillContext
+    from skills.core.roles import RoleBook
 
 
-def load_file(service: PipelineService, path: Path) -> PipelineSkill:
+class Host(Protocol):
+    """What loading and registering need of the service that hosts them (`PipelineService`):
+    its Catalog, home and pipeline sources, what it checks pipelines against, and its runner.
+    Declared here so that the dependency points one way: the service uses this module."""
+
+    catalog: Catalog
+    home: Home
+    models: Callable[[], Collection[str]] | None
+    roles: Callable[[], RoleBook] | None
+    shared: Any
+    sources: list[PipelineSource]
+
+    def specs(self) -> dict[str, PipelineSpec]: ...
+    def known_models(self) -> Collection[str] | None: ...
+    def role_book(self) -> RoleBook | None: ...
+    def check(self, text: str, file: str = ...) -> tuple[PipelineSpec | None, list[Issue]]: ...
+    async def check_off_loop(self, text: str, file: str = ...) -> tuple[PipelineSpec | None, list[Issue]]: ...
+    async def run(self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext) -> dict[str, Any]: ...
+
+
+def load_file(service: Host, path: Path) -> PipelineSkill:
     """A pipeline file outside the published folders, verified, ready to run (`orchestrator run FILE`)."""
     from .language.loader import load_spec_file
     from .language.verify import all_issues, verify
@@ -54,7 +77,7 @@ def load_file(service: PipelineService, path: Path) -> PipelineSkill:
     return hosted(service, spec, path, issues)
 
 
-def skill_from_text(service: PipelineService, text: str, file: Path) -> PipelineSkill:
+def skill_from_text(service: Host, text: str, file: Path) -> PipelineSkill:
     """A pipeline's YAML (as a run recorded it), verified against this process's Catalog, ready to run.
 
     `file` names it in messages only: a worker runs a run of any replica from its text.
@@ -66,7 +89,7 @@ def skill_from_text(service: PipelineService, text: str, file: Path) -> Pipeline
     return hosted(service, spec, file, issues)
 
 
-def hosted(service: PipelineService, spec: PipelineSpec, path: Path, issues: list[Issue]) -> PipelineSkill:
+def hosted(service: Host, spec: PipelineSpec, path: Path, issues: list[Issue]) -> PipelineSkill:
     host = PipelineSource(path.parent, "user", label=str(path.parent))
     host.catalog, host.runner, host.others = service.catalog, service.run, service.specs
     host.help_cache = service.home.cache_dir
@@ -76,7 +99,7 @@ def hosted(service: PipelineService, spec: PipelineSpec, path: Path, issues: lis
     return skill
 
 
-async def register(service: PipelineService, text: str, *, overwrite: bool = False) -> PipelineSkill:
+async def register(service: Host, text: str, *, overwrite: bool = False) -> PipelineSkill:
     """Validate, save into the home's pipelines/, and publish at once."""
     spec, issues = await service.check_off_loop(text, "<register_pipeline>")
     errors = [i for i in issues if i.severity == "error"]

@@ -114,7 +114,7 @@ class PipelineSkill:
         if cached is None:
             from .language.outschema import infer_output_schema
 
-            out = infer_output_schema(self.spec, self._host.catalog, self.spec.output_schema())
+            out = infer_output_schema(self.spec, self._host.catalog)
             cached = self.__dict__["_schema_cache"] = (self.spec.input_schema(), out)
         return cached
 

@@ -38,8 +38,8 @@ import anyio.to_thread
 from skills import SkillContext, SkillsError
 from skills.core.budget import AGENT_BUDGET_KEY
 
+from ..engine.context import RunContext
 from ..engine.loops import run_item
-from ..engine.runtime import RunContext
 from ..errors import PipelineError, StepFailed, VerificationError
 from ..language.spec import StepSpec
 from ..service import HERE_KEY, ITEM_KEY, PipelineService

@@ -148,7 +148,7 @@ class _Builder:
     ) -> None:
         from langgraph.graph import StateGraph  # pyright: ignore[reportMissingTypeStubs]  # py.typed only at the namespace root
 
-        from .runtime import RunContext
+        from .context import RunContext
 
         self.state_vars = state_vars
         self.graph = cast("GraphBuilder", StateGraph(graph_state(), context_schema=RunContext))

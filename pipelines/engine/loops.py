@@ -24,7 +24,7 @@ from ._nodes import RECURSION_LIMIT
 from ._state import RunState, add_counts
 
 if TYPE_CHECKING:
-    from .runtime import RunContext
+    from .context import RunContext
 
 Node = Callable[..., Any]
 

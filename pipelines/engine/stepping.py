@@ -30,7 +30,7 @@ from ._nodes import end_node, entry_node
 if TYPE_CHECKING:
     from ..language.spec import StepSpec
     from .compiler import RunGraph
-    from .runtime import RunContext
+    from .context import RunContext
 
 __all__ = ["Decision", "Segment", "StepGate", "StepView", "stream_stepwise"]
 

@@ -27,7 +27,7 @@ __all__, __getattr__ = exports(
         "sandbox": ("TemplateEnvironment", "check_size", "to_json"),
         "limits": ("Budget", "DEFAULT_LIMITS", "RunLimits", "ServerLimits", "parse_duration"),
         "describe": ("example_arguments", "graph", "help_text", "mermaid"),
-        "outschema": ("infer_output_schema",),
+        "outschema": ("declared_output_schema", "infer_output_schema"),
         "summary": ("run_summary_in", "summary_key", "summary_of"),
         "yamlmap": ("SourceMap",),
     },

@@ -21,13 +21,15 @@ from skills.core.schema import ANY_JSON, nullable, typed
 
 from .expressions import is_template, lone_expression
 from .sandbox import ENVIRONMENT
+from .spec import USAGE_SCHEMA
+from .summary import SUMMARY_SCHEMA, summary_key
 
 if TYPE_CHECKING:
     from skills import Catalog
 
     from .spec import PipelineSpec, StepSpec
 
-__all__ = ["infer_output_schema"]
+__all__ = ["declared_output_schema", "infer_output_schema"]
 
 _UNKNOWN: dict[str, Any] = {**ANY_JSON, "description": "Any JSON value (known only when the pipeline runs)."}
 _FILTERS: dict[str, str] = {
@@ -42,11 +44,21 @@ _FILTERS: dict[str, str] = {
 _LITERALS: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
-def infer_output_schema(
-    spec: PipelineSpec, catalog: Catalog | None, base: dict[str, Any], *, depth: int = 0
-) -> dict[str, Any]:
-    """`base` (the schema with `run_id`, `usage`, ... and an entry per output) with every output
-    property given the most precise type that is certain."""
+def declared_output_schema(spec: PipelineSpec) -> dict[str, Any]:
+    """The tool's output schema before inference: an entry per output (any JSON), `run_id`,
+    `usage` and the run summary (under `summary_key`)."""
+    names = list(spec.outputs) if spec.outputs is not None else [s.id for s in spec.steps]
+    props: dict[str, Any] = {n: dict(ANY_JSON) for n in names}
+    props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
+    props["usage"] = USAGE_SCHEMA
+    props[summary_key(spec)] = SUMMARY_SCHEMA
+    return {"type": "object", "properties": props, "required": ["run_id"]}
+
+
+def infer_output_schema(spec: PipelineSpec, catalog: Catalog | None, *, depth: int = 0) -> dict[str, Any]:
+    """The declared output schema (`declared_output_schema`) with every output property given
+    the most precise type that is certain."""
+    base = declared_output_schema(spec)
     inferer = _Inferer(spec, catalog, depth)
     names = list(spec.outputs) if spec.outputs is not None else [s.id for s in spec.steps]
     props = dict(base["properties"])

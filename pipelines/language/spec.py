@@ -336,17 +336,6 @@ class PipelineSpec(_Model):
             schema["required"] = required
         return schema
 
-    def output_schema(self) -> dict[str, Any]:
-        """The tool's output schema; outputs are any JSON here (`PipelineSkill` infers their types)."""
-        names = list(self.outputs) if self.outputs is not None else [s.id for s in self.steps]
-        props: dict[str, Any] = {n: dict(ANY_JSON) for n in names}
-        props["run_id"] = {"type": "string", "description": "Identifier of this run (runs show / resume)."}
-        props["usage"] = USAGE_SCHEMA
-        from .summary import SUMMARY_SCHEMA, summary_key
-
-        props[summary_key(self)] = SUMMARY_SCHEMA
-        return {"type": "object", "properties": props, "required": ["run_id"]}
-
     def callees(self) -> set[str]:
         """Every name the pipeline calls: each step's `skill` and each agent's allow-list
         (patterns included), for knowing which upstream servers a run needs."""
