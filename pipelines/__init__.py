@@ -13,7 +13,8 @@ The package by concern (docs/development.md has the whole map):
   where a pipeline needs them).
 
 At the top: `PipelineService` (`service`: a home's pipelines, runs and history) and
-`PipelineSource` (`source`: each pipeline file a Skill in the Catalog), the `errors` all of them
+`PipelineSource` (`source`: each pipeline file a Skill in the Catalog; `shared`: the pipelines
+registered in the shared state of the distributed mode), the `errors` all of them
 raise, and `asking` (runs that wait for a person's answer). Names resolve on first use, so
 importing `pipelines` imports neither LangGraph nor Jinja2.
 """
@@ -25,6 +26,7 @@ __all__, __getattr__ = exports(
     {
         "service": ("PipelineService",),
         "source": ("PipelineSkill", "PipelineSource"),
+        "shared": ("SharedPipelineSource",),
         "errors": ("PipelineError", "VerificationError", "Issue", "StepFailed", "RunCancelled", "RunPartial"),
         "asking": ("RunWaiting", "waiting_result"),
     },

@@ -85,7 +85,7 @@ class PipelineService:
         self.queue: Any = None
         """The Docket queue (`_queue.Queue`) runs are handed to, in the distributed mode."""
         if self.backends.state:
-            from .distributed.shared import SharedPipelineSource
+            from .shared import SharedPipelineSource
             from .storage.pg import postgres
             from .storage.pgruns import PgRunStore
 

@@ -28,10 +28,10 @@ from skills import (
 from skills.core.catalog import FolderProvider
 
 from .errors import Issue, PipelineError, RunCancelled, RunLimitError, RunLimitExceeded, StepFailed, VerificationError
+from .language.help_cache import cached_overview, text_hash, with_overview
 from .language.loader import load_spec_file
 from .language.spec import PipelineSpec
 from .language.yamlmap import SourceMap
-from .planning.help_cache import cached_overview, text_hash, with_overview
 
 if TYPE_CHECKING:
     from skills import Catalog

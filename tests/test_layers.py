@@ -37,6 +37,51 @@ creation builds on both (it runs a new skill's tests). `skills/__init__.py`, the
 may import all three."""
 
 
+VOCABULARY = {"pipelines.errors", "pipelines.asking", "pipelines._lazy"}
+"""The top of pipelines/ that every part may use: the errors all of them raise, the protocol of
+runs that wait for an answer, and the lazy exports of the parts' `__init__`."""
+
+PIPELINES_PARTS = {
+    "pipelines.language": set[str](),
+    "pipelines.storage": set[str](),
+    "pipelines.engine": {"pipelines.language", "pipelines.storage"},
+    "pipelines.distributed": {"pipelines.language", "pipelines.storage", "pipelines.engine"},
+    "pipelines.service": {"pipelines.language", "pipelines.storage", "pipelines.engine", "pipelines.distributed"},
+    "pipelines.distributed.worker": {
+        "pipelines.language",
+        "pipelines.storage",
+        "pipelines.engine",
+        "pipelines.distributed",
+        "pipelines.service",
+    },
+    "pipelines.planning": {
+        "pipelines.language",
+        "pipelines.storage",
+        "pipelines.engine",
+        "pipelines.distributed",
+        "pipelines.service",
+    },
+}
+"""Inside pipelines/: the language (file format, expressions, verifier) and storage need no other
+part; the engine runs what the language describes and records it in storage; the distributed mode
+queues the engine's work for workers; the service (the top: `service`, `source`, `_loading`) serves
+a home's pipelines with all of those; planning (a model writes, routes, explains) builds on the
+service, and so does `orchestrator worker` (`pipelines.distributed.worker`: a process hosting a
+service of its own that takes runs from the queue). Besides, every part may use the `VOCABULARY`."""
+
+PIPELINES_PART_NAMES = ("language", "storage", "engine", "distributed", "planning")
+
+
+def _pipelines_part(module: str) -> str:
+    """`pipelines.engine.loops` -> `pipelines.engine`; the top's modules -> `pipelines.service`."""
+    parts = module.split(".")
+    if module in VOCABULARY or module == "pipelines.distributed.worker":
+        return module
+    if len(parts) > 1 and parts[1] in PIPELINES_PART_NAMES:
+        return ".".join(parts[:2])
+    return "pipelines.service"
+
+
 @pytest.fixture(scope="module")
 def edges() -> list[Edge]:
     return import_graph(ROOT, PACKAGES, exclude=["skills.builtin"])
@@ -82,6 +127,27 @@ def test_skills_is_a_core_executors_and_creation_that_import_only_downwards(edge
         and _part(e.target) not in SKILLS_PARTS.get(_part(e.source), set())
     ]
     assert not upward, "imports against skills/' parts (core <- executors <- creation):\n  " + _listed(upward)
+
+
+def test_pipelines_parts_import_only_downwards(edges: list[Edge]) -> None:
+    flat = sorted(
+        p.stem for p in (ROOT / "pipelines").glob("*.py") if f"pipelines.{p.stem}" not in VOCABULARY
+    )  # the top holds the service and the vocabulary only: a new module goes into a part
+    assert flat == ["__init__", "_loading", "service", "shared", "source"], f"modules directly under pipelines/: {flat}"
+    upward = [
+        e
+        for e in edges
+        if e.source.startswith("pipelines")
+        and e.target.startswith("pipelines")
+        and (src := _pipelines_part(e.source)) != (dst := _pipelines_part(e.target))
+        and src in PIPELINES_PARTS
+        and dst not in VOCABULARY
+        and dst not in PIPELINES_PARTS[src]
+    ]
+    assert not upward, (
+        "imports against pipelines/' parts (language, storage <- engine <- distributed <- service <- planning):\n  "
+        + _listed(upward)
+    )
 
 
 def test_the_graph_sees_imports_inside_functions_and_skips_type_checking_ones(tmp_path: Path) -> None:

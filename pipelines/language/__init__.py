@@ -30,5 +30,6 @@ __all__, __getattr__ = exports(
         "outschema": ("declared_output_schema", "infer_output_schema"),
         "summary": ("run_summary_in", "summary_key", "summary_of"),
         "yamlmap": ("SourceMap",),
+        "help_cache": ("cached_overview", "text_hash", "with_overview"),
     },
 )

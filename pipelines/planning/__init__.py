@@ -13,7 +13,6 @@ __all__, __getattr__ = exports(
         "planner": ("incomplete", "plan_and_run"),
         "router": ("orchestrate", "orchestrate_failure"),
         "help_ai": ("HelpWriter", "improved_help"),
-        "help_cache": ("cached_overview", "text_hash", "with_overview"),
         "missing": ("check_creating", "creation_summary"),
     },
 )

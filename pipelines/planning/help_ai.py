@@ -29,8 +29,8 @@ from skills import SkillContext, SkillRunError
 from skills.core.models import ModelAccess
 
 from ..language.describe import help_text
+from ..language.help_cache import cached_overview, help_cache_file, text_hash, with_overview
 from ..language.spec import PipelineSpec
-from .help_cache import cached_overview, help_cache_file, text_hash, with_overview
 
 if TYPE_CHECKING:
     from ..service import PipelineService

@@ -15,8 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ..source import PipelineSource
-from ..storage.pg import NOTIFY_PIPELINES, Postgres
+from .source import PipelineSource
+from .storage.pg import NOTIFY_PIPELINES, Postgres
 
 __all__ = ["SharedPipelineSource"]
 

@@ -1,8 +1,9 @@
-"""Reading the cached model overviews of pipeline help (see `_help_ai`, which writes them).
+"""Reading the cached model overviews of pipeline help (`pipelines.planning.help_ai` writes them).
 
-Apart from `_help_ai` because a published pipeline (`source.PipelineSkill`) reads its overview
-for its tool description, while `_help_ai`'s background writer looks for published pipelines:
-with the reading half here, neither imports the other.
+Part of the language (beside `describe`, the help generated from the YAML) and not of planning:
+a published pipeline (`source.PipelineSkill`) reads its overview for its tool description, while
+planning's background writer looks for published pipelines. With the reading half here, the
+published pipelines never import planning, and planning may build on them.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from ..language.describe import help_text
+from .describe import help_text
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..language.spec import PipelineSpec
+    from .spec import PipelineSpec
 
 __all__ = ["cached_overview", "help_cache_file", "text_hash", "with_overview"]
 
