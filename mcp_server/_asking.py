@@ -88,6 +88,25 @@ async def _answer(service: PipelineService, args: dict[str, Any], ctx: SkillCont
     return structured({"status": "succeeded", "run_id": run_id, "result": result})
 
 
+def run_outcome_schema(statuses: list[str], **more: dict[str, Any]) -> dict[str, Any]:
+    """The output schema of a tool that drives a run on (`answer_run`, `run_pipeline`): how it
+    stands, its result once it succeeded, and the question it waits on, if it waits."""
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": statuses},
+            "run_id": {"type": "string"},
+            "result": {**ANY_JSON, "description": "The pipeline's result (outputs, summary, usage)."},
+            "step": {"type": "string", "description": "The step whose question the run waits on now."},
+            "question": {"type": "string", "description": "What the waiting run asks (answer_run answers it)."},
+            "schema": {"type": "object", "description": "The fields of the answer it waits for."},
+            "hint": {"type": "string"},
+            **more,
+        },
+        "required": ["status", "run_id"],
+    }
+
+
 ANSWER = MetaTool(
     MCPTool(
         name="answer_run",
@@ -105,19 +124,7 @@ ANSWER = MetaTool(
             "required": ["run_id", "answer"],
             "additionalProperties": False,
         },
-        output_schema={
-            "type": "object",
-            "properties": {
-                "status": {"type": "string", "enum": ["succeeded", "waiting"]},
-                "run_id": {"type": "string"},
-                "result": {**ANY_JSON, "description": "The pipeline's result (outputs, summary, usage)."},
-                "step": {"type": "string", "description": "The step whose question the run waits on now."},
-                "question": {"type": "string"},
-                "schema": {"type": "object", "description": "The fields of the answer it waits for."},
-                "hint": {"type": "string"},
-            },
-            "required": ["status", "run_id"],
-        },
+        output_schema=run_outcome_schema(["succeeded", "waiting"]),
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
     ),
     _answer,

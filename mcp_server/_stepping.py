@@ -24,8 +24,8 @@ from mcp_types import Tool as MCPTool
 from pipelines.storage.runs import LOCAL, STARTED_BY_KEY
 from skills import ArgumentsError, SkillsError
 from skills.core.errors import FieldError, clip
-from skills.core.schema import ANY_JSON
 
+from ._asking import run_outcome_schema
 from ._meta import MetaTool, structured
 from ._results import error_result
 
@@ -145,20 +145,10 @@ RUN = MetaTool(
             },
             "additionalProperties": False,
         },
-        output_schema={
-            "type": "object",
-            "properties": {
-                "status": {"type": "string", "enum": ["succeeded", "stopped", "waiting"]},
-                "run_id": {"type": "string"},
-                "result": {**ANY_JSON, "description": "The pipeline's result (outputs, summary, run_id)."},
-                "stopped_after": {"type": "string", "description": "The step after which you stopped it."},
-                "question": {"type": "string", "description": "What the waiting run asks (answer_run answers it)."},
-                "schema": {"type": "object", "description": "The fields of the answer it waits for."},
-                "step": {"type": "string"},
-                "hint": {"type": "string"},
-            },
-            "required": ["status", "run_id"],
-        },
+        output_schema=run_outcome_schema(
+            ["succeeded", "stopped", "waiting"],
+            stopped_after={"type": "string", "description": "The step after which you stopped it."},
+        ),
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True),
     ),
     _run,
