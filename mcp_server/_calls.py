@@ -58,7 +58,7 @@ from ._results import cancel_pending, error_result, to_result, where_in
 from .tasks import TASKS_EXTENSION, identity_of, share_of
 
 if TYPE_CHECKING:
-    from .app import OrchestratorServer
+    from ._host import Host
 
 
 log = logging.getLogger("mcp_server")
@@ -245,7 +245,7 @@ home's agent roles and a run budget."""
 
 
 def skill_context_of(
-    server: OrchestratorServer,
+    server: Host,
     skill: Skill,
     context: Context[Any, Any] | None,
     log_levels: weakref.WeakKeyDictionary[Any, int],

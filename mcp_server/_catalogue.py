@@ -9,29 +9,33 @@ and through the Skills extension; a direct `tools/call` of a skill by name still
 
 Mode: `on`, `off`, or `auto` (the default): on when the Catalog holds more skills than the
 threshold (`--catalogue-threshold`, default 100).
+
+`CatalogueSource` publishes the three in the Catalog as the meta tools are published (Skills of
+kind "meta", `_meta.MetaSkill`) while the mode is on, and none while it is off: the server lists
+and calls them through the path every tool takes. `call_skill` is a relay: its call is the call
+of the skill it names, through that same path (an input round or a task included).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
-from skills import Skill, SkillsError, UnknownSkillError
+from skills import Catalog, Skill, SkillContext, SkillsError, UnknownSkillError
 from skills.core.errors import clip
-from skills.core.schema import check_arguments
 
-from ._meta import structured
+from ._meta import Caller, CallOutcome, MetaSkill, structured
 from ._results import error_result, unbound
 
 if TYPE_CHECKING:
-    from mcp.server.mcpserver import Context
+    from adapters import ServerSource
+    from skills import LoadProblem
 
-    from .app import OrchestratorServer
-
-__all__ = ["CATALOGUE_TOOLS", "DEFAULT_THRESHOLD", "CatalogueMode", "call_catalogue", "catalogue_tools"]
+__all__ = ["CATALOGUE_TOOLS", "DEFAULT_THRESHOLD", "CatalogueMode", "CatalogueSource"]
 
 CatalogueMode = Literal["auto", "on", "off"]
 DEFAULT_THRESHOLD = 100
@@ -118,10 +122,6 @@ _TOOLS = [
 CATALOGUE_TOOLS: dict[str, MCPTool] = {t.name: t for t in _TOOLS}
 
 
-def catalogue_tools() -> list[MCPTool]:
-    return list(_TOOLS)
-
-
 def _summary(skill: Skill) -> dict[str, Any]:
     return {"name": skill.name, "title": skill.title, "kind": skill.kind, "description": skill.description}
 
@@ -151,48 +151,105 @@ def find(skills: list[Skill], query: str, limit: int) -> list[Skill]:
     return [row[2] for row in scored[:limit]]
 
 
-async def _upstream_skill(server: OrchestratorServer, name: str) -> Skill | None:
-    """The skill `name` once the upstream that could publish it has connected (within the
-    connect grace); raises its `not_connected` error while that upstream is not connected."""
-    upstreams = server.servers
-    assert upstreams is not None
-    await upstreams.wait_started([name])
-    skill = server.catalog.find(name)
-    if skill is None and (error := upstreams.not_connected(name)) is not None:
-        raise error
-    return skill
+class CatalogueSource:
+    """The Catalog provider of the catalogue tools: published while catalogue mode is on.
 
+    Registered after every source of skills and before the meta tools, so in catalogue mode
+    tools/list (the tools of kind "meta") opens with the three. In `auto` the mode follows the
+    number of skills: the server calls `follow` after each change of the Catalog, and merges
+    the Catalog again when it switched."""
 
-async def call_catalogue(
-    server: OrchestratorServer, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
-) -> CallToolResult | InputRequiredResult | dict[str, Any]:
-    """Run one of the catalogue tools (the name is one of `CATALOGUE_TOOLS`)."""
-    tool = CATALOGUE_TOOLS[name]
-    try:
-        check_arguments(name, tool.input_schema, arguments)
-        if name == "find_skills":
-            skills = list(server.catalog)
-            found = find(skills, arguments["query"], arguments.get("limit", 10))
-            return structured({"skills": [_summary(s) for s in found], "total": len(skills)})
-        skill = server.catalog.find(arguments["name"])
-        if skill is None and server.servers is not None and server.servers.adapters_for([arguments["name"]]):
-            skill = await _upstream_skill(server, arguments["name"])  # connecting: waited for, or not_connected
-        if skill is None:
-            raise server.catalog.unknown(clip(arguments["name"], 64))
-    except SkillsError as exc:
-        where = "name" if isinstance(exc, UnknownSkillError) else exc.where
-        return error_result(exc, where=where, output_schema=tool.output_schema)
-    if name == "call_skill":
-        called = await server.call_tool(skill.name, arguments.get("arguments") or {}, context)
+    label = "catalogue mode"
+
+    def __init__(self, catalog: Catalog, upstreams: ServerSource | None, mode: CatalogueMode, threshold: int) -> None:
+        self._catalog = catalog
+        self._upstreams = upstreams
+        self.mode: CatalogueMode = mode
+        self.threshold = threshold
+        self.active = False
+        """Whether catalogue mode is on now (tools/list shows the server's own tools only)."""
+        find_tool, read_tool, call_tool = _TOOLS
+        self._skills: list[Skill] = [
+            MetaSkill(find_tool, self._find_skills),
+            MetaSkill(read_tool, self._read_skill),
+            MetaSkill(call_tool, self._not_relayed, relay=self._call_skill),
+        ]
+
+    def follow(self, skills: int) -> bool:
+        """Switch the mode for a Catalog of `skills` skills; True when it switched (the Catalog
+        must merge again to publish or withdraw the three)."""
+        active = self.mode == "on" or (self.mode == "auto" and skills > self.threshold)
+        switched, self.active = active != self.active, active
+        return switched
+
+    def skills(self) -> list[Skill]:
+        return list(self._skills) if self.active else []
+
+    def problems(self) -> list[LoadProblem]:
+        return []
+
+    def refresh(self) -> bool:
+        return False
+
+    def watch_paths(self) -> list[Path]:
+        return []
+
+    async def _find_skills(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+        skills = list(self._catalog)
+        found = find(skills, arguments["query"], arguments.get("limit", 10))
+        return structured({"skills": [_summary(s) for s in found], "total": len(skills)})
+
+    async def _read_skill(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+        skill = await self._named(arguments["name"], CATALOGUE_TOOLS["read_skill"])
+        if isinstance(skill, CallToolResult):
+            return skill
+        return structured(
+            _summary(skill)
+            | {
+                "input_schema": skill.input_schema,
+                "output_schema": skill.output_schema,
+                "instructions": skill.body() if skill.root is not None else None,
+                "files": [f"skill://{skill.name}/{f}" for f in skill.files()],
+            }
+        )
+
+    async def _call_skill(self, arguments: dict[str, Any], call: Caller) -> CallOutcome:
+        skill = await self._named(arguments["name"], CATALOGUE_TOOLS["call_skill"])
+        if isinstance(skill, CallToolResult):
+            return skill
+        called = await call(skill.name, arguments.get("arguments") or {})
         # call_skill declares no outputSchema: a failure's envelope is its structured content
         # too, which the called skill's own outputSchema kept out.
         return unbound(called) if isinstance(called, CallToolResult) else called
-    return structured(
-        _summary(skill)
-        | {
-            "input_schema": skill.input_schema,
-            "output_schema": skill.output_schema,
-            "instructions": skill.body() if skill.root is not None else None,
-            "files": [f"skill://{skill.name}/{f}" for f in skill.files()],
-        }
-    )
+
+    async def _not_relayed(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+        """`call_skill` run as a skill, not relayed by the call path: there is no call to relay into."""
+        return error_result(
+            "'call_skill' relays a tools/call and has no work of its own",
+            "call the skill by its own name",
+        )
+
+    async def _named(self, name: str, tool: MCPTool) -> Skill | CallToolResult:
+        """The skill `name` (an upstream's once it has connected, within the connect grace), or
+        the error envelope of `tool` saying why there is none."""
+        try:
+            skill = self._catalog.find(name)
+            if skill is None and self._upstreams is not None and self._upstreams.adapters_for([name]):
+                skill = await self._upstream_skill(name)  # connecting: waited for, or not_connected
+            if skill is None:
+                raise self._catalog.unknown(clip(name, 64))
+        except SkillsError as exc:
+            where = "name" if isinstance(exc, UnknownSkillError) else exc.where
+            return error_result(exc, where=where, output_schema=tool.output_schema)
+        return skill
+
+    async def _upstream_skill(self, name: str) -> Skill | None:
+        """The skill `name` once the upstream that could publish it has connected (within the
+        connect grace); raises its `not_connected` error while that upstream is not connected."""
+        upstreams = self._upstreams
+        assert upstreams is not None
+        await upstreams.wait_started([name])
+        skill = self._catalog.find(name)
+        if skill is None and (error := upstreams.not_connected(name)) is not None:
+            raise error
+        return skill

@@ -4,7 +4,8 @@ Meta tools live in their own modules by subject — `_pipelines` (validate, regi
 plan), `_agents` (spawn_agent, orchestrate), `_stepping` (run_pipeline step by step) — and
 `_pipelines.META_TOOLS` gathers them. `MetaSource` publishes them as Skills of kind "meta" in the
 Catalog like every other source, so the server lists, pages, filters and calls them through the
-one path every skill takes (the reserved names are theirs: `skills.RESERVED_NAMES`).
+one path every skill takes (the reserved names are theirs: `skills.RESERVED_NAMES`). The
+catalogue mode's tools (`_catalogue.CatalogueSource`) are `MetaSkill`s too.
 """
 
 from __future__ import annotations
@@ -15,14 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from mcp_types import Tool as MCPTool
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
     from skills import LoadProblem, Skill, SkillContext
 
-__all__ = ["MetaSkill", "MetaSource", "MetaTool", "structured"]
+__all__ = ["CallOutcome", "Caller", "MetaSkill", "MetaSource", "MetaTool", "Relay", "structured"]
+
+CallOutcome = CallToolResult | InputRequiredResult | dict[str, Any]
+"""What a `tools/call` answers: its result, an input round, or a task (the tasks extension's dict)."""
+Caller = Callable[[str, dict[str, Any]], Awaitable[CallOutcome]]
+"""The server's call path for one request: the call of a tool by name with its arguments."""
+Relay = Callable[[dict[str, Any], Caller], Awaitable[CallOutcome]]
+"""A tool whose call is the call of another tool (`call_skill`): given its arguments and the
+call path, it answers with what that call answers (an input round or a task included)."""
 
 
 @dataclass(frozen=True)
@@ -43,18 +52,24 @@ def structured(data: dict[str, Any]) -> CallToolResult:
 
 
 class MetaSkill:
-    """One meta tool as the Catalog holds it: a Skill of kind "meta" whose work is its handler,
-    given the server's pipeline service. Its result is already a `CallToolResult` (a failure
-    report that fits its output schema, or the structured success), which passes through."""
+    """One tool of the server itself as the Catalog holds it: a Skill of kind "meta" whose work is
+    `run` (a meta tool's handler given the server's pipeline service, or a catalogue tool). Its
+    result is already a `CallToolResult` (a failure report that fits its output schema, or the
+    structured success), which passes through."""
 
     kind: Literal["meta"] = "meta"
     source: Literal["builtin"] = "builtin"
     root: Path | None = None
 
-    def __init__(self, meta: MetaTool, service: PipelineService) -> None:
-        self._meta = meta
-        self._service = service
-        tool = meta.tool
+    def __init__(
+        self,
+        tool: MCPTool,
+        run: Callable[[dict[str, Any], SkillContext], Awaitable[CallToolResult]],
+        *,
+        long_running: bool = False,
+        relay: Relay | None = None,
+    ) -> None:
+        self._run = run
         self.name = tool.name
         self.title = tool.title
         self.description = tool.description or ""
@@ -63,8 +78,11 @@ class MetaSkill:
         self.annotations = (
             tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations is not None else None
         )
-        self.long_running = meta.long_running
+        self.long_running = long_running
         """Whether a call may run as a task (the server's rule for meta tools)."""
+        self.relay = relay
+        """Set for a tool whose call is another tool's (`call_skill`): the call path hands it the
+        call once its arguments are checked, instead of running it (`Relay`)."""
 
     def body(self) -> str:
         return self.description
@@ -73,7 +91,7 @@ class MetaSkill:
         return []
 
     async def run(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
-        return await self._meta.handler(self._service, arguments, ctx)
+        return await self._run(arguments, ctx)
 
 
 class MetaSource:
@@ -85,7 +103,7 @@ class MetaSource:
     label = "meta tools"
 
     def __init__(self, tools: Mapping[str, MetaTool], service: PipelineService) -> None:
-        self._skills: list[Skill] = [MetaSkill(meta, service) for meta in tools.values()]
+        self._skills: list[Skill] = [_meta_skill(meta, service) for meta in tools.values()]
 
     def skills(self) -> list[Skill]:
         return list(self._skills)
@@ -98,3 +116,10 @@ class MetaSource:
 
     def watch_paths(self) -> list[Path]:
         return []
+
+
+def _meta_skill(meta: MetaTool, service: PipelineService) -> MetaSkill:
+    async def run(arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
+        return await meta.handler(service, arguments, ctx)
+
+    return MetaSkill(meta.tool, run, long_running=meta.long_running)

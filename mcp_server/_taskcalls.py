@@ -8,7 +8,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -21,11 +21,11 @@ from ._calls import client_logger, wire_of
 from ._results import error_result
 
 if TYPE_CHECKING:
-    from .app import OrchestratorServer
+    from ._host import Host
     from .tasks import TaskService
 
 
-async def core_task_call(server: OrchestratorServer, ctx: Any, call_next: Any) -> Any:
+async def core_task_call(server: Host, ctx: Any, call_next: Any) -> Any:
     """2025-11-25 `tools/call` with `task`: answered with the task (core tasks, SEP-1686).
 
     A middleware, not the handler: the SDK checks a handler's `tools/call` result against
@@ -46,7 +46,8 @@ async def core_task_call(server: OrchestratorServer, ctx: Any, call_next: Any) -
             code=-32601,
             message=f"'{clip(call.name, 64)}' cannot run as a task (its execution.taskSupport is not 'optional')",
         )
-    context = Context(request_context=ctx, mcp_server=server, input_params=call)
+    mcp_server = server if isinstance(server, MCPServer) else None  # it is one (app.OrchestratorServer)
+    context = Context(request_context=ctx, mcp_server=mcp_server, input_params=call)
     arguments = call.arguments or {}
     try:
         check_arguments(call.name, target.skill.input_schema, arguments)
@@ -57,7 +58,7 @@ async def core_task_call(server: OrchestratorServer, ctx: Any, call_next: Any) -
     return wire_of(started) if isinstance(started, CallToolResult) else started
 
 
-def task_service(server: OrchestratorServer, log_levels: weakref.WeakKeyDictionary[Any, int]) -> TaskService:
+def task_service(server: Host, log_levels: weakref.WeakKeyDictionary[Any, int]) -> TaskService:
     """The server's tasks and parked calls (made on first use)."""
     from .tasks import SqliteTaskStore, TaskService, TaskStore, load_task_limits
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pipelines.language.spec import PipelineSpec
     from skills import LoadProblem
 
-    from .app import OrchestratorServer
+    from ._host import Host
     from .tasks import CallTarget
 
 __all__ = ["PendingPipelines", "missing_names", "needed_servers", "unpublished_pipelines", "upstream_target"]
@@ -39,7 +39,7 @@ log = logging.getLogger("mcp_server")
 _WILDCARDS = frozenset("*?[")
 
 
-def unpublished_pipelines(server: OrchestratorServer) -> dict[str, tuple[Path, PipelineSpec]]:
+def unpublished_pipelines(server: Host) -> dict[str, tuple[Path, PipelineSpec]]:
     """Pipeline files of the published folders that parse but did not verify, by pipeline id."""
     from pipelines.errors import VerificationError
     from pipelines.language.loader import load_spec_file
@@ -55,9 +55,7 @@ def unpublished_pipelines(server: OrchestratorServer) -> dict[str, tuple[Path, P
     return found
 
 
-def missing_names(
-    server: OrchestratorServer, names: Iterable[str] = (), specs: Iterable[PipelineSpec] = ()
-) -> set[str]:
+def missing_names(server: Host, names: Iterable[str] = (), specs: Iterable[PipelineSpec] = ()) -> set[str]:
     """What `names` and the pipelines `specs` call that the Catalog does not have now.
 
     Pipelines are followed to what they call: a published one for its agents' allow-list
@@ -92,7 +90,7 @@ def missing_names(
 
 
 def needed_servers(
-    server: OrchestratorServer, names: Iterable[str] = (), specs: Iterable[PipelineSpec] = ()
+    server: Host, names: Iterable[str] = (), specs: Iterable[PipelineSpec] = ()
 ) -> list[MCPSkillAdapter]:
     """The upstream servers that could publish what `names` and `specs` need and the Catalog lacks."""
     if server.servers is None:
@@ -101,9 +99,7 @@ def needed_servers(
     return server.servers.adapters_for(missing) if missing else []
 
 
-async def upstream_target(
-    server: OrchestratorServer, name: str, unknown: CallToolResult
-) -> CallTarget | CallToolResult:
+async def upstream_target(server: Host, name: str, unknown: CallToolResult) -> CallTarget | CallToolResult:
     """The target of a call of `name`, which the Catalog does not have (`unknown` is its error):
     after waiting within the connect grace for an upstream that could publish it, that tool;
     else `not_connected` when such an upstream is not connected; else `unknown`."""
@@ -125,7 +121,7 @@ async def upstream_target(
 class PendingPipelines:
     """Pipelines of a starting server that only wait for upstream servers to connect."""
 
-    def __init__(self, server: OrchestratorServer) -> None:
+    def __init__(self, server: Host) -> None:
         self.server = server
         self.waiting: dict[Path, tuple[str, list[str]]] = {}
         """Pipeline file -> (pipeline id, the upstream servers it waits for)."""

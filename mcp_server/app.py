@@ -73,10 +73,10 @@ from ._calls import (
     tool_of,
     with_tasks,
 )
-from ._catalogue import CATALOGUE_TOOLS, DEFAULT_THRESHOLD, CatalogueMode, call_catalogue, catalogue_tools
+from ._catalogue import DEFAULT_THRESHOLD, CatalogueMode, CatalogueSource
 from ._completion import complete
 from ._listing import prompt_of, prompts_of, read_resource_text, resource_templates, resources_of
-from ._meta import MetaSource
+from ._meta import MetaSkill, MetaSource
 from ._paging import DEFAULT_PAGE_SIZE, Pager
 from ._pipelines import META_TOOLS
 from ._resources import resource_error
@@ -140,8 +140,6 @@ class OrchestratorServer(MCPServer):
             extensions=[SkillsExtension(lambda: self.catalog, pager), Apps()],  # Apps: the run app (`_app_ui`)
         )
         self.pager = pager
-        self.catalogue: CatalogueMode = catalogue
-        self.catalogue_threshold = catalogue_threshold
         self.catalog = catalog
         self.home = home
         self.pipelines = pipelines
@@ -151,10 +149,12 @@ class OrchestratorServer(MCPServer):
         """Allowed roots (the client's too) and isolation settings given to each call."""
         self.handle_after = handle_after
         """Seconds before a long call answers with a run handle (`_handles`; None: config.yaml's)."""
+        self.catalogue = CatalogueSource(catalog, servers, catalogue, catalogue_threshold)
+        """Catalogue mode and its tools (kind "meta"): a Catalog source, before the meta tools."""
+        self.catalogue.follow(len(catalog))
         self.meta = MetaSource(META_TOOLS, pipelines) if pipelines is not None else None
         """The server's own tools (kind "meta"): a Catalog source of their own, registered last."""
-        if self.meta is not None:
-            catalog.add_provider(self.meta)
+        catalog.add_providers([self.catalogue, *([self.meta] if self.meta is not None else [])])
         self.pending: PendingPipelines | None = None
         """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
@@ -226,21 +226,15 @@ class OrchestratorServer(MCPServer):
         return hit
 
     # -- tools -----------------------------------------------------------------------------
-    def catalogue_active(self) -> bool:
-        """Whether tools/list shows the catalogue tools instead of one tool per skill (`_catalogue`)."""
-        return self.catalogue == "on" or (self.catalogue == "auto" and len(self.catalog) > self.catalogue_threshold)
-
     async def list_tools(self) -> list[MCPTool]:
-        """One tool per skill of the Catalog; in catalogue mode the catalogue tools instead of the
-        skills, the server's own (meta) tools still listed."""
+        """One tool per skill of the Catalog; in catalogue mode (`_catalogue`) the server's own tools
+        only: the catalogue tools instead of the skills, and the meta tools."""
         cached = self._tool_cache
         if cached is not None and cached[0] == self.catalog.version:
             return cached[1]
         handles = self.home is not None and self.handles.after > 0
-        if self.catalogue_active():
-            tools = catalogue_tools() + [tool_of(s, handles) for s in self.catalog.tools() if s.kind == "meta"]
-        else:
-            tools = [tool_of(skill, handles) for skill in self.catalog.tools()]
+        own = self.catalogue.active
+        tools = [tool_of(skill, handles) for skill in self.catalog.tools() if not own or skill.kind == "meta"]
         self._tool_cache = (self.catalog.version, tools)
         return tools
 
@@ -256,8 +250,6 @@ class OrchestratorServer(MCPServer):
         The call runs at once, or parked across 2026-07-28 input rounds, or as a task when the
         client asked for one (see `tasks`).
         """
-        if name in CATALOGUE_TOOLS and self.catalog.tool(name) is None and self.catalogue_active():
-            return await call_catalogue(self, name, arguments, context)
         target = self.target(name)
         if isinstance(target, CallToolResult) and await self._caught_up():
             target = self.target(name)  # registered through another replica a moment ago
@@ -269,6 +261,8 @@ class OrchestratorServer(MCPServer):
             check_arguments(name, target.skill.input_schema, arguments)
         except SkillsError as exc:
             return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
+        if isinstance(target.skill, MetaSkill) and target.skill.relay is not None:  # `call_skill`: another call
+            return await target.skill.relay(arguments, lambda tool, args: self.call_tool(tool, args, context))
         if context is not None and self.home is not None:  # `request_context` raises outside a request
             request = request_of(context) or context.request_context
             if target.may_task and declares_tasks(request):
@@ -435,6 +429,8 @@ class OrchestratorServer(MCPServer):
             connection.exit_stack.callback(forget)
 
     async def _on_catalog_change(self, catalog: Catalog) -> None:
+        if self.catalogue.follow(len(catalog)):  # catalogue mode switched with the number of skills
+            catalog.rebuild([])
         self._tool_cache = None
         await self.broadcast_list_changed()
 

@@ -1,9 +1,12 @@
-"""The import graph of our packages, read from the source (ast), for tests/test_layers.py.
+"""The import graph of our packages, read from the source (ast), for tests/test_layers.py and
+tests/test_import_cycles.py.
 
 Read from the source rather than from `sys.modules` so that every import counts, the ones inside
 functions too (an import put off for start-up time still ties the two modules together), and so
 that nothing has to be imported to check it. Imports under `if TYPE_CHECKING:` are left out: they
-never run, and they are the sanctioned way for a lower module to name a higher type.
+never run, and they are the sanctioned way for a lower module to name a higher type of another
+package. Asked (`type_checking=True`), they count too: inside one package such an import that
+closes a circle shows a boundary in the wrong place (tests/test_import_cycles.py).
 """
 
 from __future__ import annotations
@@ -43,24 +46,28 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement in `tree`, at any depth, except those under `if TYPE_CHECKING:`."""
+def _imports(tree: ast.AST, type_checking: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement in `tree`, at any depth, except those under `if TYPE_CHECKING:`
+    (unless `type_checking`)."""
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+        elif isinstance(node, ast.If) and _is_type_checking(node.test) and not type_checking:
             stack.extend(node.orelse)
         else:
             stack.extend(ast.iter_child_nodes(node))
 
 
-def import_graph(root: Path, packages: Iterable[str], exclude: Iterable[str] = ()) -> list[Edge]:
+def import_graph(
+    root: Path, packages: Iterable[str], exclude: Iterable[str] = (), *, type_checking: bool = False
+) -> list[Edge]:
     """Every import between modules of `packages` (top-level package names under `root`).
 
     `from a import b` counts as an import of module `a.b` when that is one of ours, else of `a`;
-    modules whose name starts with one of `exclude` are neither read nor counted.
+    modules whose name starts with one of `exclude` are neither read nor counted; `type_checking`:
+    the imports under `if TYPE_CHECKING:` count too.
     """
     skip = tuple(exclude)
     files: dict[str, Path] = {}
@@ -73,7 +80,7 @@ def import_graph(root: Path, packages: Iterable[str], exclude: Iterable[str] = (
     edges: list[Edge] = []
     for source, path in files.items():
         is_package = path.name == "__init__.py"
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path)), type_checking):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:

@@ -6,10 +6,11 @@
   of a 2026-07-28 call that may pause for the client's model; `install` serves the task methods.
 """
 
-from ._calls import RUN_IDS_KEY, CallTarget, Identity, continue_in_rounds, identity_of, share_of
+from ._calls import continue_in_rounds
 from ._methods import TASKS_EXTENSION, install, task_wire
 from ._service import TaskService
 from ._sqlite import SqliteTaskStore
+from ._target import RUN_IDS_KEY, CallTarget, Identity, identity_of, share_of
 from .store import TaskLimits, TaskRecord, TaskStore, load_task_limits
 
 __all__ = [

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -27,20 +27,21 @@ from pipelines.errors import PipelineError, StepFailed
 from pipelines.storage.owner import BEAT, Owner, owner_alive
 from skills import SkillCancelledError, SkillContext, SkillRunError
 
-from ._calls import CallTarget
 from ._execution import Execution
 from ._sqlite import TASK_COLUMNS, task_record
+from ._target import CallTarget
 from .store import TaskRecord
 
 if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+
     from pipelines.service import PipelineService
     from pipelines.storage.pgruns import PgRunStore
     from pipelines.storage.runs import RunRecord, RunStore
 
-    from ._service import TaskService
     from .postgres import PostgresTaskStore
 
-__all__ = ["ADOPT_POLL", "Adopter", "Seen", "claim", "orphaned", "run_outcome"]
+__all__ = ["ADOPT_POLL", "Adopter", "Adopting", "Seen", "claim", "orphaned", "run_outcome"]
 
 log = logging.getLogger("mcp_server.tasks")
 
@@ -55,11 +56,27 @@ _OWNER = "owner_host, owner_boot, owner_pid, owner_started, heartbeat"
 _UNFINISHED = "status IN ('working', 'input_required')"
 
 
+class Adopting(Protocol):
+    """What an `Adopter` uses of its replica's task service (`_service.TaskService`, which makes
+    it): declared here, so that this module does not import the one that imports it."""
+
+    pipelines: PipelineService | None
+    targets: Callable[[str], CallTarget | CallToolResult] | None
+
+    async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    async def fail_orphan(self, record: TaskRecord) -> None: ...
+
+    def run_here(
+        self, record: TaskRecord, execution: Execution, body: Callable[[], Awaitable[CallToolResult]]
+    ) -> None: ...
+
+
 class Adopter:
     """One replica's side: it looks for orphaned tasks (at start-up, every `BEAT` seconds, and
     when a client asks about one) and takes them over."""
 
-    def __init__(self, service: TaskService, store: PostgresTaskStore) -> None:
+    def __init__(self, service: Adopting, store: PostgresTaskStore) -> None:
         self.service = service
         self.store = store
 

@@ -45,8 +45,8 @@ from pydantic import ConfigDict, Field
 from skills import SkillCancelledError
 
 from .._results import error_result
-from ._calls import seen_tasks
 from ._execution import first_of
+from ._target import seen_tasks
 from .store import TaskRecord
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ class _Methods:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             raise _removed("tasks/list")
         requester = SimpleNamespace(request_context=ctx)
-        from ._calls import identity_of
+        from ._target import identity_of
 
         principal = identity_of(requester).principal
         records = await self.service.in_thread(lambda: self.service.store.list(500, principal=principal))

@@ -33,15 +33,13 @@ from skills.core.errors import LimitExceededError
 
 from .._results import error_result
 from ._adopt import Adopter
-from ._calls import RUN_IDS_KEY, CallTarget, identity_of, seen_tasks
 from ._execution import Execution, ExecutionHost
+from ._target import RUN_IDS_KEY, CallTarget, Handles, identity_of, seen_tasks
 from .postgres import PostgresTaskStore
 from .store import TaskLimits, TaskRecord, TaskState, TaskStore
 
 if TYPE_CHECKING:
     from pipelines.service import PipelineService
-
-    from .._handles import RunHandles
 
 __all__ = ["TaskService"]
 
@@ -71,7 +69,7 @@ class TaskService:
         self.sinks = sinks
         """The progress and log channels of a request (to attach a round to its execution)."""
         self.host = ExecutionHost()
-        self.handles: RunHandles | None = None
+        self.handles: Handles | None = None
         """The server's run handles (`.._handles`): a long call without a task may answer with one."""
         self.tasks: dict[str, Execution] = {}
         """Executions of the tasks this process runs, by task id."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,24 @@ async def test_catalogue_mode_follows_the_threshold_and_the_flag(tmp_path: Path)
         async with Client(server) as client:
             names = {t.name for t in (await client.list_tools()).tools}
         assert (names == CATALOGUE) is expect_catalogue, (mode, threshold, names)
+
+
+async def test_auto_catalogue_mode_switches_when_a_reload_crosses_the_threshold(tmp_path: Path) -> None:
+    root = many_skills(tmp_path / "few", 5, nested=False)
+    server = create_server(skill_dirs=[root], builtin=False, pipelines=False, catalogue_threshold=5)
+    async with Client(server) as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        write_skill(root, "zz-new", description="A new skill about invoices.")
+        await server.reload()
+        during = {t.name for t in (await client.list_tools()).tools}
+        found = (await client.call_tool("find_skills", {"query": "invoices"})).structured_content
+        shutil.rmtree(root / "zz-new")
+        await server.reload()
+        after = {t.name for t in (await client.list_tools()).tools}
+        gone = await client.call_tool("find_skills", {"query": "invoices"})
+    assert len(before) == 5 and not before & CATALOGUE and during == CATALOGUE and after == before
+    assert found is not None and [s["name"] for s in found["skills"]] == ["zz-new"] and found["total"] == 6
+    assert envelope(gone)["type"] == "unknown_tool"
 
 
 async def test_meta_tools_are_listed_and_called_but_no_skill_takes_their_names_and_the_catalogue_holds_skills(
