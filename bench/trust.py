@@ -1,10 +1,10 @@
 """What reading data, not code, costs: the queue's JSON codec and the checkpoint check.
 
 - The queue: one loop item's task arguments (run id, step id, and an item carrying a ~1 KB scope)
-  written and read back by `pipelines._wire` (JSON behind a marker, plus the check of the task's
+  written and read back by `pipelines.distributed.wire` (JSON behind a marker, plus the check of the task's
   shape a worker makes before Docket builds the task) vs cloudpickle (what pydocket used).
 - Checkpoints: reading back a 1,000-item parallel loop's pending `Send`s and a state of 1,000
-  results with the orchestrator's serializer (`pipelines._checkpoints.serializer`: every msgpack
+  results with the orchestrator's serializer (`pipelines.storage.checkpoints.serializer`: every msgpack
   extension walked before LangGraph builds anything) vs LangGraph's default `JsonPlusSerializer`.
 
 Interleaved, best of `--reps` rounds; no budget (informational ratios).

@@ -4,7 +4,7 @@
 the home's `agents/roles.yaml`, its settings narrowed by the call (limits only lowered, the
 allow-list only narrowed), its result the agent result plus `role`. `orchestrate {request}`
 lets the cheap `validation` model route a request to one skill call, one agent, or the planner
-(`pipelines.router`). Both are long work (`long_running`): the task machinery may run them as
+(`pipelines.planning.router`). Both are long work (`long_running`): the task machinery may run them as
 MCP tasks.
 """
 

@@ -10,7 +10,7 @@
   (input-required result), the task's `inputRequests`, or a request on `tasks/result`.
 
 With none of these the run waits (`waiting`) and `answer_run {run_id, answer}` (every client and
-era; only the run's owner, `pipelines.runs.may_see`) checks the answer against the question's
+era; only the run's owner, `pipelines.storage.runs.may_see`) checks the answer against the question's
 schema and resumes the run from its checkpoint.
 """
 

@@ -235,7 +235,7 @@ def read_pipeline_resource(service: PipelineService, uri: str, viewer: str = LOC
     """`pipeline://<id>` (YAML), `pipeline://<id>/graph` (Mermaid), `run://<run_id>/<path>` (artifacts).
 
     A run's artifacts are served to the identity that started it (`viewer`, see
-    `pipelines.runs.may_see`) only; to any other the run does not exist (the same error as an
+    `pipelines.storage.runs.may_see`) only; to any other the run does not exist (the same error as an
     unknown id, whatever the path).
     """
     from pipelines.language.describe import mermaid

@@ -3,7 +3,7 @@
 `list_runs`, `get_run` and `cancel_run` read the run store (shared by the replicas with
 `--state postgresql://`), so a client may ask any replica about a run another one started. They
 serve the clients that do not speak MCP tasks: a long call answers with a run handle (`_handles`)
-and the client comes back here. A client sees and cancels only its own runs (`pipelines.runs.
+and the client comes back here. A client sees and cancels only its own runs (`pipelines.storage.runs.
 may_see`); another's run is "no run", word for word as an unknown id.
 
 Each tool is one function `(service, arguments, ctx) -> CallToolResult` in `RUN_META_TOOLS`; a

@@ -169,7 +169,7 @@ def is_failure_record(value: Any) -> bool:
 
 
 class RunLimitExceeded(StepFailed):
-    """The run reached one of its limits (`pipelines.limits`); `limit` names it (`max_steps`, ...).
+    """The run reached one of its limits (`pipelines.language.limits`); `limit` names it (`max_steps`, ...).
 
     Never retried nor continued past by `on_error: continue`: the limit bounds the whole run.
     """

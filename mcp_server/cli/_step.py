@@ -1,7 +1,7 @@
 """`run --step` / `runs resume --step`: after each step, show its output and ask what to do;
 and `TerminalAsker`: a pipeline's `ask:` steps asked at the terminal (`orchestrator run`).
 
-The gate of `pipelines.stepping` on a terminal: the live display pauses, the step's output is
+The gate of `pipelines.engine.stepping` on a terminal: the live display pauses, the step's output is
 printed (cut past `SHOWN_CHARS`), and one line is read from stdin: `c`/Enter continue, `s`
 stop (the run is kept as `stopped`; `runs resume` continues it), `r` re-run the step. The end
 of input counts as stop. Everything goes to stderr; stdout still carries the result only.

@@ -3,7 +3,7 @@
 With `--queue`, the replica that created a pipeline task only waits for the run a worker drives.
 When that replica dies (`kill -9`, a crash, a lost machine) the run goes on and ends on the
 worker; what is lost is only the waiting. So a live replica that finds the task orphaned (its owner is
-gone by the test the run history uses, `pipelines.owner.owner_alive`) takes it over: it claims
+gone by the test the run history uses, `pipelines.storage.owner.owner_alive`) takes it over: it claims
 the record with one conditional `UPDATE` (the owner it saw must still be there; the first
 replica wins, the others change nothing), waits for the run to end in the shared run history,
 and completes the task with the run's result, or its failure as the same error envelope a

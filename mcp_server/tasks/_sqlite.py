@@ -2,7 +2,7 @@
 
 One short transaction per call, so several server processes on one home (stdio clients each
 start their own) share it safely. Which process runs an unfinished task is recorded as for runs
-(`pipelines.owner`): a task whose process is gone is an orphan, reported by `orphans`.
+(`pipelines.storage.owner`): a task whose process is gone is an orphan, reported by `orphans`.
 """
 
 from __future__ import annotations

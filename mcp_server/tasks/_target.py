@@ -79,7 +79,7 @@ class Identity(NamedTuple):
     client: str
     """The client's name (clientInfo), for people reading logs and `orchestrator runs`."""
     owner: str
-    """Whose runs it starts and whose runs it may see (`pipelines.runs.may_see`): the principal;
+    """Whose runs it starts and whose runs it may see (`pipelines.storage.runs.may_see`): the principal;
     else over HTTP the bearer token the request carries (everyone holding one token is one
     identity, in every era and session: what lets a 2026-07-28 client come back to its runs),
     else the handshake-era session, or, with neither (2026-07-28 requests and stateless HTTP

@@ -1,6 +1,6 @@
 """`TaskStore` in PostgreSQL (`--state postgresql://...`): task records every replica reads.
 
-The table and statements are those of `SqliteTaskStore` (`pipelines.pg` hands psycopg the same
+The table and statements are those of `SqliteTaskStore` (`pipelines.storage.pg` hands psycopg the same
 SQL), so a task created through one replica is polled, cancelled and fetched through another.
 Two differences: writes are upserts, and a finished task stays as it finished: a replica that
 cancelled a task is not overwritten by the replica whose call was still winding down.

@@ -129,7 +129,7 @@ def raise_outcome(outcome: Outcome, *, item: bool = False) -> None:
 
 # -- the tasks (run by `orchestrator worker`; the names are what the queue carries) ---------------
 class Host(Protocol):
-    """What the tasks below need from the process that runs them (`pipelines.worker.WorkerHost`)."""
+    """What the tasks below need from the process that runs them (`pipelines.distributed.worker.WorkerHost`)."""
 
     async def run(self, run_id: str, progress: Any) -> Outcome: ...
 

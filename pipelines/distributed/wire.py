@@ -225,7 +225,9 @@ def install(shapes: Mapping[str, Shape]) -> None:
     import docket.strikelist
     import docket.worker
 
-    hint = f"install pydocket=={PYDOCKET} (the version this orchestrator checked), or review pipelines/_wire.py"
+    hint = (
+        f"install pydocket=={PYDOCKET} (the version this orchestrator checked), or review pipelines/distributed/wire.py"
+    )
     if docket.__version__ != PYDOCKET:
         raise PipelineError(
             f"pydocket {docket.__version__} is not the release whose unpickling this orchestrator replaces "

@@ -1,4 +1,4 @@
-"""The limits every pipeline expression runs under (private to pipelines.sandbox): sizes, a per-render
+"""The limits every pipeline expression runs under (private to pipelines.language.sandbox): sizes, a per-render
 deadline, and the size measure that checks values against them. Kept apart from the Jinja2 policy
 so the limits read in one place."""
 

@@ -1,4 +1,4 @@
-"""The verifier's small parts (private to pipelines.verify): walking strings in a value, the JSON types
+"""The verifier's small parts (private to pipelines.language.verify): walking strings in a value, the JSON types
 a literal satisfies and how to name them in messages, and paths through the graph of pipeline calls.
 Kept apart from the checks themselves so verify.py reads as the list of checks."""
 

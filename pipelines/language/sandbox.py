@@ -1,4 +1,4 @@
-"""The sandboxed Jinja2 environment behind `pipelines.expressions` (private).
+"""The sandboxed Jinja2 environment behind `pipelines.language.expressions` (private).
 
 A pipeline expression is a security boundary: pipelines come from files and from the
 `register_pipeline` tool, so an expression must not reach Python internals, load files, call

@@ -1,4 +1,4 @@
-"""The records a run store returns (private to pipelines; `pipelines.runs` re-exports them): a run, a
+"""The records a run store returns (private to pipelines; `pipelines.storage.runs` re-exports them): a run, a
 step, what a prune did, the statuses they may have, and how a stored row becomes a record. The
 SQLite store (`runs.RunStore`) and PostgreSQL's (`pgruns`) share them."""
 

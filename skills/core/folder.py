@@ -164,7 +164,7 @@ class FolderSkill:
 
         What the distributed mode compares: a run records the digest of every skill it calls
         where it starts, and a worker whose copy differs reloads its skills before it runs the
-        run (`pipelines._needs`). The list is read afresh (a file added since loading counts);
+        run (`pipelines.distributed.needs`). The list is read afresh (a file added since loading counts);
         each file's hash is kept while its mtime and size stay the same. A skill whose SKILL.md or
         skill.yaml changed since it was loaded runs its old definition: its digest says so (it
         matches no fresh copy's), so that the process reads it again.

@@ -2,7 +2,7 @@
 
 Validation errors come back as paths (`run.agent.skills.0`, `steps.2.for.items`), so the
 position of each path is recorded while walking the document's node graph once. Used for
-skill.yaml and SKILL.md front matter (`skills.core.checks`) and for pipelines (`pipelines._yamlmap`).
+skill.yaml and SKILL.md front matter (`skills.core.checks`) and for pipelines (`pipelines.language.yamlmap`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The attack: whoever can write to state.sqlite (or the shared PostgreSQL) replace
 checkpoint with one naming a callable (LangGraph's msgpack extension "module, name, argument":
 `os.system("touch MARKER")`) or with a pickle. Resuming the run must fail with our message,
 and the marker must not exist. The PostgreSQL checkpointer reads with the same serializer
-(`pipelines._checkpoints.serializer`): its forged row is tested in test_scale_trust.py.
+(`pipelines.storage.checkpoints.serializer`): its forged row is tested in test_scale_trust.py.
 
 Real SQLite, the CLI as the installed console script.
 """
