@@ -117,7 +117,9 @@ async def test_checkpoints_of_a_nested_loop_stay_small_and_grow_linearly_with_it
     opened = tmp_path / "open"
     opened.write_text("open")
     sizes: dict[int, int] = {}
-    async with Client(create_server(home=home, skill_dirs=[skills])) as client:
+    # handle_after=0: this client waits for the end however long the 10,000 items take on a busy
+    # machine (by default a call answers with a run handle after 45 s, and the sizes are read then)
+    async with Client(create_server(home=home, skill_dirs=[skills], handle_after=0)) as client:
         with anyio.fail_after(60):
             small = await client.call_tool(pid, {"n": 3, "marker": str(opened)})
         for n in (50, 100):
