@@ -15,6 +15,7 @@ from skills.core.discovery import ARCHIVE_SUFFIXES
 from skills.core.roles import Roles
 from skills.core.sources import report_roots
 
+from ._verified import PipelineChecks
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ def pipeline_service(
         models=lambda: model_service.registry.known(),
         roles=roles.book,
         backends=backends,
+        checks=PipelineChecks(home.cache_dir),
     )
     for warning in unknown_models(catalog, model_service.registry.known()):
         log.warning("%s", warning)
