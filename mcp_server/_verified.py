@@ -57,6 +57,7 @@ class PipelineChecks:
     def __init__(self, cache_dir: Path) -> None:
         self.file = cache_dir / "pipeline-checks.json"
         self._data: dict[str, dict[str, Any]] | None = None
+        self._known: tuple[Mapping[str, PipelineSpec], dict[str, Any]] | None = None
 
     def verified(
         self,
@@ -69,7 +70,9 @@ class PipelineChecks:
         verify: Callable[[], list[Issue]],
     ) -> list[Issue]:
         """The issues of `file` (as `verify()` finds them), from the cache when its key matches."""
-        key = _verify_key(file, spec, known, catalog, models, roles)
+        if self._known is None or self._known[0] is not known:  # one refresh verifies its files against one `known`
+            self._known = (known, _pipelines(known))
+        key = _verify_key(file, spec, self._known[1], catalog, models, roles)
         if key is None:
             return verify()
         from pipelines.errors import Issue
@@ -131,10 +134,15 @@ class PipelineChecks:
             log.debug("pipeline checks not cached: %s", exc)
 
 
+def _pipelines(known: Mapping[str, PipelineSpec]) -> dict[str, Any]:
+    """What verification reads of the known pipelines: their inputs and whom they call."""
+    return {pid: [p.input_schema(), sorted(s.skill for s in p.walk() if s.skill)] for pid, p in known.items()}
+
+
 def _verify_key(
     file: Path,
     spec: PipelineSpec,
-    known: Mapping[str, PipelineSpec],
+    known: dict[str, Any],
     catalog: Catalog | None,
     models: Collection[str] | None,
     roles: RoleBook | None,
@@ -161,9 +169,6 @@ def _verify_key(
             return None  # an error that lists what exists: never cached
         model = getattr(getattr(found, "contract", None), "model", None)
         skills[name] = [found.kind, found.input_schema, model, str(getattr(found, "root", None))]
-    pipelines = {
-        pid: [p.input_schema(), sorted(s.skill for s in p.walk() if s.skill)] for pid, p in sorted(known.items())
-    }
     book = None if roles is None else [repr(sorted(roles.roles.items())), roles.problems]
     return _digest(
         _code_stamp(),
@@ -171,7 +176,7 @@ def _verify_key(
         str(file),
         catalog is not None,
         skills,
-        pipelines,
+        known,
         None if models is None else sorted(models),
         book,
     )
