@@ -9,7 +9,8 @@ match imports no Jinja.
 
 What a key covers (keep in step with `pipelines.verify` and `pipelines._outschema`):
 
-- the code: the version and the stamp (mtime, size) of every module of `pipelines` and `skills.core`;
+- the code: the version and the stamp (mtime, size) of every module of `pipelines` and `skills.core`,
+  and of Jinja's;
 - the file's bytes (its positions are in the issues);
 - verification: every known pipeline's id, input schema and callees; for each skill the file
   names (steps, agents' allow-lists), its kind, input schema, `model:` and folder; the known models;
@@ -24,6 +25,7 @@ which no key covers).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -79,7 +81,10 @@ class PipelineChecks:
 
         cached = self._entries("verified").get(key)
         if isinstance(cached, list):
-            return [Issue(*row) for row in cast("list[list[Any]]", cached)]
+            try:
+                return [Issue(*row) for row in cast("list[list[Any]]", cached)]
+            except TypeError:  # an entry not of this code's making (edited by hand): check again
+                pass
         issues = verify()
         if all(i.severity != "error" for i in issues):
             rows = [[i.file, i.line, i.col, i.message, i.hint, i.severity, i.code] for i in issues]
@@ -101,7 +106,7 @@ class PipelineChecks:
                 callees[step.skill] = None if callee is None else callee.output_schema
         key = _digest(_code_stamp(), hashlib.sha256(data).hexdigest(), catalog is not None, callees)
         cached = self._entries("schemas").get(key)
-        if isinstance(cached, dict):
+        if isinstance(cached, dict) and "properties" in cached:
             return cast("dict[str, Any]", cached)
         schema = infer()
         self._store("schemas", key, schema)
@@ -127,7 +132,7 @@ class PipelineChecks:
             del entries[next(iter(entries))]
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.file.with_name(f"{self.file.name}.tmp")
+            tmp = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")  # two servers on one home
             tmp.write_text(json.dumps({"version": _VERSION, **(self._data or {})}), encoding="utf-8")
             tmp.replace(self.file)
         except OSError as exc:  # a read-only home still serves; it checks at every start
@@ -195,6 +200,10 @@ def _code_stamp() -> str:
     import skills.core
 
     stamps: list[str] = [__version__]
+    jinja = importlib.util.find_spec("jinja2")  # its version decides what parses: stamped, not imported
+    if jinja is not None and jinja.origin:
+        stat = os.stat(jinja.origin)
+        stamps.append(f"{jinja.origin}:{stat.st_mtime_ns}:{stat.st_size}")
     folders = [os.path.dirname(p.__file__ or "") for p in (pipelines, skills.core)]
     while folders:  # os.scandir, not Path.rglob: ~0.5 ms instead of ~3 ms on every start
         with os.scandir(folders.pop()) as entries:

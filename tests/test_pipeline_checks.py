@@ -123,3 +123,19 @@ def test_an_unreadable_cache_is_ignored_and_rewritten(home: Path) -> None:
     server = create_server(home=home)
     assert server.catalog.find("hello") is not None
     assert json.loads(cache.read_text())["verified"]
+
+
+async def test_entries_not_of_the_servers_making_are_checked_again(home: Path) -> None:
+    server = create_server(home=home)
+    async with Client(server) as client:
+        before = [t.model_dump() for t in (await client.list_tools()).tools]
+    cache = next((home / "cache").glob("pipeline-checks*.json"))
+    data = json.loads(cache.read_text())
+    data["verified"] = {key: [["too", "short"]] for key in data["verified"]}
+    data["schemas"] = {key: {"type": "string"} for key in data["schemas"]}
+    cache.write_text(json.dumps(data))
+
+    server = create_server(home=home)
+    assert server.catalog.find("hello") is not None
+    async with Client(server) as client:
+        assert [t.model_dump() for t in (await client.list_tools()).tools] == before
