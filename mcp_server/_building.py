@@ -72,6 +72,7 @@ def pipeline_service(
     """The pipeline service, and the server's cached `models` and `roles`, made here already (one
     registry and one book of roles for the server)."""
     from adapters.models import ModelService
+    from pipelines.checks import PipelineChecks
     from pipelines.service import PipelineService
 
     model_service = ModelService(home)
@@ -83,6 +84,7 @@ def pipeline_service(
         models=lambda: model_service.registry.known(),
         roles=roles.book,
         backends=backends,
+        checks=PipelineChecks(home.cache_dir, __version__),
     )
     for warning in unknown_models(catalog, model_service.registry.known()):
         log.warning("%s", warning)

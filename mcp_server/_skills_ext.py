@@ -25,7 +25,7 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CacheableResult, PaginatedRequestParams, PaginatedResult, RequestParams
 from mcp_types import Resource as MCPResource
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from skills import Catalog, Skill
 from skills.core.contract import DESCRIPTION_MAX, NAME_PATTERN
@@ -40,10 +40,15 @@ SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 MAX_FILES = 512
 MAX_BYTES = 16 * 1024 * 1024
 _TTL_MS = 60_000
+_LATER = ConfigDict(defer_build=True)
+"""The models below are built on their first use, not at import: ~8 ms off every spawn of
+`orchestrator serve`, whose first listing needs none of them."""
 
 
 class SkillFile(BaseModel):
     """One file of a skill: its URI, `sha256:<hex>` digest and size in bytes."""
+
+    model_config = _LATER
 
     uri: str
     digest: str
@@ -53,32 +58,40 @@ class SkillFile(BaseModel):
 class SkillEntry(BaseModel):
     """A skill: the URI of its SKILL.md, its front matter verbatim, and every file it has."""
 
+    model_config = _LATER
+
     uri: str
     frontmatter: dict[str, Any]
     resources: list[SkillFile] | Literal["dynamic"]
 
 
 class ListSkillsResult(PaginatedResult, CacheableResult):
+    model_config = _LATER
     skills: list[SkillEntry]
     result_type: Literal["complete"] = "complete"
 
 
 class GetSkillParams(RequestParams):
+    model_config = _LATER
     uri: str = Field(max_length=2048)
 
 
 class GetSkillResult(CacheableResult):
+    model_config = _LATER
     skill: SkillEntry
     result_type: Literal["complete"] = "complete"
 
 
 class ReadDirectoryParams(PaginatedRequestParams):
+    model_config = _LATER
     uri: str = Field(max_length=2048)
 
 
 class ReadDirectoryResult(PaginatedResult, CacheableResult):
     """A folder's entries; cacheable like the other listings (2026-07-28 clients such as the
     Inspector refuse a `resources/directory/read` result without `ttlMs`/`cacheScope`)."""
+
+    model_config = _LATER
 
     resources: list[MCPResource]
     result_type: Literal["complete"] = "complete"

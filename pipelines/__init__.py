@@ -14,7 +14,8 @@ The package by concern (docs/development.md has the whole map):
 
 At the top: `PipelineService` (`service`: a home's pipelines, runs and history) and
 `PipelineSource` (`source`: each pipeline file a Skill in the Catalog; `shared`: the pipelines
-registered in the shared state of the distributed mode), the `errors` all of them
+registered in the shared state of the distributed mode; `checks`: verification outcomes remembered
+across restarts), the `errors` all of them
 raise, and `asking` (runs that wait for a person's answer). Names resolve on first use, so
 importing `pipelines` imports neither LangGraph nor Jinja2.
 """
@@ -26,6 +27,7 @@ __all__, __getattr__ = exports(
     {
         "service": ("PipelineService",),
         "source": ("PipelineSkill", "PipelineSource"),
+        "checks": ("PipelineChecks",),
         "shared": ("SharedPipelineSource",),
         "errors": ("PipelineError", "VerificationError", "Issue", "StepFailed", "RunCancelled", "RunPartial"),
         "asking": ("RunWaiting", "waiting_result"),

@@ -72,6 +72,7 @@ class PipelineService:
         models: Callable[[], Collection[str]] | None = None,
         backends: Backends | None = None,
         roles: Callable[[], RoleBook] | None = None,
+        checks: Any = None,
     ) -> None:
         self.home = home
         self.models = models
@@ -116,6 +117,7 @@ class PipelineService:
             source.help_cache = home.cache_dir
             source.models = models
             source.roles = roles
+            source.checks = checks  # the server's cache of checks (`PipelineSource.checks`)
         catalog.add_providers(self.sources)  # one merge: each pipeline is verified once at start-up
         self._savers = SharedSaver(self._saver_factory)
         self.live: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}

@@ -112,9 +112,14 @@ class PipelineSkill:
     def _schemas(self) -> tuple[dict[str, Any], dict[str, Any]]:
         cached = self.__dict__.get("_schema_cache")
         if cached is None:
-            from .language.outschema import infer_output_schema
 
-            out = infer_output_schema(self.spec, self._host.catalog)
+            def infer() -> dict[str, Any]:
+                from .language.outschema import infer_output_schema  # Jinja: only when the checks' cache has no answer
+
+                return infer_output_schema(self.spec, self._host.catalog)
+
+            checks = self._host.checks
+            out = infer() if checks is None else checks.output_schema(self, self._host.catalog, infer)
             cached = self.__dict__["_schema_cache"] = (self.spec.input_schema(), out)
         return cached
 
@@ -176,6 +181,9 @@ class PipelineSource(FolderProvider):
         """All pipelines known to the server (for calls between pipelines and cycle checks)."""
         self.help_cache: Path | None = None
         """Where model-improved help is cached (`<home>/cache`; set by the server)."""
+        self.checks: Any = None
+        """Remembers verification outcomes and output schemas across restarts (set by the server,
+        `pipelines.checks`); None: every start checks every file."""
         self._skills: dict[Path, PipelineSkill] = {}
         self._stamps: dict[Path, tuple[int, int]] = {}
         self._maps: dict[Path, SourceMap] = {}
@@ -246,11 +254,17 @@ class PipelineSource(FolderProvider):
         return all_issues(exc, catalog=self.catalog, pipelines=known, models=models, roles=roles)
 
     def _verify(self, file: Path, spec: PipelineSpec, known: dict[str, PipelineSpec]) -> list[Issue]:
-        from .language.verify import verify
-
         models = self.models() if self.models is not None else None
         roles = self.roles() if self.roles is not None else None
-        return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known, models=models, roles=roles)
+
+        def verify() -> list[Issue]:
+            from .language.verify import verify  # Jinja: only when the checks' cache has no answer
+
+            return verify(spec, self._maps[file], catalog=self.catalog, pipelines=known, models=models, roles=roles)
+
+        if self.checks is None:
+            return verify()
+        return self.checks.verified(file, spec, known, self.catalog, models, roles, verify)
 
     async def execute(self, skill: PipelineSkill, inputs: dict[str, Any], ctx: SkillContext) -> Any:
         if self.runner is None:
