@@ -23,7 +23,7 @@ import os
 import pickle
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -180,8 +180,8 @@ async def run_python(
             "skill": ctx.skill,
             "run_id": ctx.run_id,
             "artifact_dir": str(ctx.artifact_dir) if ctx.artifact_dir is not None else None,
-            "limits": {k: v for k, v in ctx.limits.items() if _plain(v)},
-            "extras": {k: v for k, v in ctx.extras.items() if _plain(v)},
+            "limits": _plain_part(ctx.limits),
+            "extras": _plain_part(ctx.extras),
         },
         "cwd": os.getcwd(),
     }
@@ -258,6 +258,11 @@ _PLAIN = (str, int, float, bool, type(None), Path)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
+def _plain_part(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of `ctx.limits` or `ctx.extras` a worker can receive (every call sends them)."""
+    return {k: v for k, v in mapping.items() if type(v) in _SCALARS or _plain(v)}
+
+
 def _plain(value: object, depth: int = 0) -> bool:
     """Data a worker can receive as it is (no objects of the server: model access, the Catalog)."""
     if type(value) in _SCALARS or isinstance(value, _PLAIN):  # the exact types first: checked for every call
@@ -265,7 +270,9 @@ def _plain(value: object, depth: int = 0) -> bool:
     if depth > 8:
         return False
     if isinstance(value, list | tuple):
-        return all(_plain(v, depth + 1) for v in cast("list[object] | tuple[object, ...]", value))
+        items = cast("list[object] | tuple[object, ...]", value)
+        return all(type(v) in _SCALARS or _plain(v, depth + 1) for v in items)
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in cast("dict[object, object]", value).items())
+        entries = cast("dict[object, object]", value).items()
+        return all(isinstance(k, str) and (type(v) in _SCALARS or _plain(v, depth + 1)) for k, v in entries)
     return False
