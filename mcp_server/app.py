@@ -158,6 +158,8 @@ class OrchestratorServer(MCPServer):
         self.pending: PendingPipelines | None = None
         """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
+        self._targets: dict[str, CallTarget] = {}
+        """`target` of each tool called, while its Catalog entry is the same object."""
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
         self.list_changed_to_handshake_clients = True
@@ -290,7 +292,10 @@ class OrchestratorServer(MCPServer):
         skill = self.catalog.tool(name)
         if skill is None:
             return error_result(self._unknown(name), where="name")
-        return CallTarget(
+        cached = self._targets.get(name)
+        if cached is not None and cached.skill is skill:  # made once per skill object (a reload makes a new one)
+            return cached
+        target = CallTarget(
             name=skill.name,
             skill=skill,
             output_schema=skill.output_schema,
@@ -299,6 +304,10 @@ class OrchestratorServer(MCPServer):
             finish=lambda work, ctx: finish_skill(skill, work, ctx),
             is_pipeline=skill.kind == "pipeline",
         )
+        if len(self._targets) > 4096:
+            self._targets.clear()
+        self._targets[name] = target
+        return target
 
     async def start_task(
         self, target: CallTarget, arguments: dict[str, Any], context: Context[Any, Any], *, era: str, ttl_ms: int | None
