@@ -256,19 +256,55 @@ async def _run_in_process(
 
 _PLAIN = (str, int, float, bool, type(None), Path)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_KEYS = frozenset({str})
+_OPAQUE: set[type] = set()
+"""Types of values found not to be data (not sent to workers), for a quicker no next time."""
 
 
 def _plain_part(mapping: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of `ctx.limits` or `ctx.extras` a worker can receive (every call sends them)."""
-    return {k: v for k, v in mapping.items() if type(v) in _SCALARS or _plain(v)}
+    out: dict[str, Any] = {}
+    for key, value in cast("Mapping[str, object]", mapping).items():
+        kind = type(value)
+        if kind in _SCALARS or (kind not in _OPAQUE and _plain(value)):
+            out[key] = value
+    return out
 
 
 def _plain(value: object, depth: int = 0) -> bool:
-    """Data a worker can receive as it is (no objects of the server: model access, the Catalog)."""
-    if type(value) in _SCALARS or isinstance(value, _PLAIN):  # the exact types first: checked for every call
+    """Data a worker can receive as it is (no objects of the server: model access, the Catalog).
+
+    It runs over every call's `ctx.extras`: a container of scalars is checked by C loops
+    (`issuperset` over the types), and a type found not to be data is remembered (`_OPAQUE`)."""
+    kind = type(value)
+    if kind in _SCALARS or isinstance(value, _PLAIN):  # the exact types first: checked for every call
         return True
     if depth > 8:
         return False
+    if isinstance(value, list | tuple):
+        items = cast("list[object] | tuple[object, ...]", value)
+        if _SCALARS.issuperset(map(type, items)):
+            return True
+        return all(_plain(item, depth + 1) for item in items)
+    if isinstance(value, dict):
+        entries = cast("dict[object, object]", value)
+        if _KEYS.issuperset(map(type, entries)) and _SCALARS.issuperset(map(type, entries.values())):
+            return True
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in entries.items())
+    if len(_OPAQUE) < 256:  # decided by its type alone: neither a container nor a scalar
+        _OPAQUE.add(kind)
+    return False
+    if isinstance(value, list | tuple):
+        for item in cast("list[object] | tuple[object, ...]", value):
+            if type(item) not in _SCALARS and not _plain(item, depth + 1):
+                return False
+        return True
+    if isinstance(value, dict):
+        for key, item in cast("dict[object, object]", value).items():
+            if not isinstance(key, str) or (type(item) not in _SCALARS and not _plain(item, depth + 1)):
+                return False
+        return True
+    return False
     if isinstance(value, list | tuple):
         items = cast("list[object] | tuple[object, ...]", value)
         return all(type(v) in _SCALARS or _plain(v, depth + 1) for v in items)
