@@ -65,10 +65,9 @@ from ._access import Access
 from ._building import pipeline_service, skill_catalog, upstream_source
 from ._calls import LOG_ORDER as LOG_ORDER
 from ._calls import (
+    call_target,
     caller_of,
     declares_tasks,
-    finish_skill,
-    may_task,
     skill_context_of,
     tool_of,
     with_tasks,
@@ -292,22 +291,7 @@ class OrchestratorServer(MCPServer):
         skill = self.catalog.tool(name)
         if skill is None:
             return error_result(self._unknown(name), where="name")
-        cached = self._targets.get(name)
-        if cached is not None and cached.skill is skill:  # made once per skill object (a reload makes a new one)
-            return cached
-        target = CallTarget(
-            name=skill.name,
-            skill=skill,
-            output_schema=skill.output_schema,
-            may_task=may_task(skill),
-            run=skill.run,
-            finish=lambda work, ctx: finish_skill(skill, work, ctx),
-            is_pipeline=skill.kind == "pipeline",
-        )
-        if len(self._targets) > 4096:
-            self._targets.clear()
-        self._targets[name] = target
-        return target
+        return call_target(skill, self._targets)
 
     async def start_task(
         self, target: CallTarget, arguments: dict[str, Any], context: Context[Any, Any], *, era: str, ttl_ms: int | None
