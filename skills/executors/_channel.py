@@ -161,8 +161,6 @@ class Worker:
         """Bytes of the queued calls' frames not answered yet: kept well under a pipe's capacity,
         so that writing them never has to wait."""
         self.ids = 0
-        self.fresh = False
-        """A request was written since the last read (see `wait_reply`)."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -227,7 +225,6 @@ class Worker:
             while view:
                 try:
                     view = view[os.write(self.wfd, view) :]
-                    self.fresh = True
                 except BlockingIOError:
                     await anyio.wait_writable(self.wfd)
                 except BrokenPipeError:
@@ -288,21 +285,11 @@ class Worker:
         return True
 
     async def wait_reply(self, deadline: float) -> None:
-        """Read more replies, waiting until `deadline` (monotonic) at most: `TimeoutError` after it.
-
-        Right after a request was written its reply is not there yet (the worker does not
-        preempt the server: `skills.executors._worker`), so the first wait then skips the read
-        that would fail."""
-        if self.fresh:
-            self.fresh = False
-        elif self.fill():
-            return
-        while True:
+        """Read more replies, waiting until `deadline` (monotonic) at most: `TimeoutError` after it."""
+        while not self.fill():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not await _readable(self.rfd, remaining):
                 raise TimeoutError
-            if self.fill():
-                return
 
     def drain_dead(self) -> None:
         """After `kill`: wait for the process to end, then take every reply it wrote before."""

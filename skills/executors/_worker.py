@@ -280,23 +280,11 @@ class _Requests:
                 self.queue[frame[1]] = None
 
 
-def _batch() -> None:
-    """Run as a batch process (`SCHED_BATCH`, Linux): the same share of the CPU, but a request
-    that wakes the worker no longer preempts the server in the middle of writing it. With a
-    preempting worker, the server lost its CPU on every call and, on a busy machine, waited
-    behind every other runnable process to get it back, long after the reply was there."""
-    policy = getattr(os, "SCHED_BATCH", None)
-    if policy is not None:
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, policy, os.sched_param(0))
-
-
 def main() -> None:
     """Serve calls until the server closes the pipe."""
     from ._reaper import end_children
 
     _die_with_parent()
-    _batch()
     requests, out = _Requests(os.dup(0)), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
