@@ -290,25 +290,17 @@ def _plain(value: object, depth: int = 0) -> bool:
         entries = cast("dict[object, object]", value)
         if _KEYS.issuperset(map(type, entries)) and _SCALARS.issuperset(map(type, entries.values())):
             return True
-        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in entries.items())
+        for key, item in entries.items():
+            if not isinstance(key, str):
+                return False
+            kind = type(item)
+            if kind in _SCALARS or (
+                kind is list and depth < 8 and _SCALARS.issuperset(map(type, cast("list[object]", item)))
+            ):
+                continue  # a list of scalars (the allowed roots): no call for it
+            if not _plain(item, depth + 1):
+                return False
+        return True
     if len(_OPAQUE) < 256:  # decided by its type alone: neither a container nor a scalar
         _OPAQUE.add(kind)
-    return False
-    if isinstance(value, list | tuple):
-        for item in cast("list[object] | tuple[object, ...]", value):
-            if type(item) not in _SCALARS and not _plain(item, depth + 1):
-                return False
-        return True
-    if isinstance(value, dict):
-        for key, item in cast("dict[object, object]", value).items():
-            if not isinstance(key, str) or (type(item) not in _SCALARS and not _plain(item, depth + 1)):
-                return False
-        return True
-    return False
-    if isinstance(value, list | tuple):
-        items = cast("list[object] | tuple[object, ...]", value)
-        return all(type(v) in _SCALARS or _plain(v, depth + 1) for v in items)
-    if isinstance(value, dict):
-        entries = cast("dict[object, object]", value).items()
-        return all(isinstance(k, str) and (type(v) in _SCALARS or _plain(v, depth + 1)) for k, v in entries)
     return False
