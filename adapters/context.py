@@ -25,9 +25,10 @@ def request_of(context: Any) -> Any:
     `request_context` attribute), or None outside a request."""
     if context is None:
         return None
-    private = _private(context)
-    if private is not None and "_request_context" in private:
-        return private["_request_context"]
+    try:  # the SDK's Context: its private value (this runs several times per call)
+        return context.__pydantic_private__["_request_context"]
+    except (AttributeError, KeyError, TypeError):
+        pass
     try:
         return getattr(context, "request_context", None)
     except ValueError:  # the SDK's Context outside a request

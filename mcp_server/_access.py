@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextvars import Token
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -103,16 +103,9 @@ class Access:
             log.warning("per-call budgets are NOT enforced (only each process's rlimits): %s", budgets.detail)
         log.info("file skills may read: %s", self.base.shown())
 
-    @asynccontextmanager
-    async def bound(self, ctx: SkillContext, context: Any) -> AsyncGenerator[None]:
+    def bound(self, ctx: SkillContext, context: Any) -> Bound:
         """While inside, the call of `ctx` has its roots and isolation (also for expressions)."""
-        roots = await self.roots_for(context)
-        self._put(ctx, roots)
-        token = current_roots.set(roots)
-        try:
-            yield
-        finally:
-            current_roots.reset(token)
+        return Bound(self, ctx, context)
 
     def apply(self, ctx: SkillContext) -> None:
         """`bound` without a client, for the rest of the current task (a run from the command line)."""
@@ -162,6 +155,26 @@ class Access:
     async def _on_roots_changed(self, ctx: Any, params: Any) -> None:
         session = getattr(ctx, "session", None)
         self._client.pop(getattr(session, "_connection", session), None)
+
+
+class Bound:
+    """`Access.bound`: a class, not an `asynccontextmanager` (a generator per call cost more
+    than the rest of it)."""
+
+    __slots__ = ("_access", "_context", "_ctx", "_token")
+
+    def __init__(self, access: Access, ctx: SkillContext, context: Any) -> None:
+        self._access, self._ctx, self._context = access, ctx, context
+        self._token: Token[AllowedRoots | None] | None = None
+
+    async def __aenter__(self) -> None:
+        roots = await self._access.roots_for(self._context)
+        self._access._put(self._ctx, roots)  # pyright: ignore[reportPrivateUsage]  # its own helper
+        self._token = current_roots.set(roots)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._token is not None:
+            current_roots.reset(self._token)
 
 
 def _can_ask_roots(session: Any) -> bool:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_types import CallToolResult, ElicitRequestFormParams, ToolAnnotations
 from mcp_types import Tool as MCPTool
 
+from adapters.context import request_of
 from pipelines.asking import ASK_KEY
 from pipelines.storage.runs import LOCAL, STARTED_BY_KEY
 from skills import SkillsError
@@ -57,9 +58,10 @@ def attach_asker(ctx: SkillContext, context: Any) -> None:
 
 
 def _elicits(context: Any) -> bool:
-    if context is None or getattr(context, "_request_context", None) is None:
+    request = request_of(context)  # not `context.request_context`: pydantic's slow attribute path, on every call
+    if request is None:
         return False
-    return getattr(context.request_context.session.client_capabilities, "elicitation", None) is not None
+    return getattr(request.session.client_capabilities, "elicitation", None) is not None
 
 
 async def _answer(service: PipelineService, args: dict[str, Any], ctx: SkillContext) -> CallToolResult:

@@ -55,7 +55,7 @@ from ._asking import attach_asker
 from ._handles import HANDLES_KEY, handle_schema
 from ._meta import MetaSkill
 from ._results import cancel_pending, error_result, to_result, where_in
-from .tasks import TASKS_EXTENSION, identity_of, share_of
+from .tasks import TASKS_EXTENSION, CallTarget, identity_of, share_of
 
 if TYPE_CHECKING:
     from ._host import Host
@@ -214,6 +214,26 @@ async def finish_skill(skill: Skill, work: Any, ctx: SkillContext) -> CallToolRe
     for note in notes:
         await ctx.warning(note)
     return result
+
+
+def call_target(skill: Skill, made: dict[str, CallTarget]) -> CallTarget:
+    """The tool of `skill` as the call path needs it, made once per skill object (a reloaded
+    skill is a new object) and kept in `made`."""
+    cached = made.get(skill.name)
+    if cached is not None and cached.skill is skill:
+        return cached
+    if len(made) > 4096:
+        made.clear()
+    target = made[skill.name] = CallTarget(
+        name=skill.name,
+        skill=skill,
+        output_schema=skill.output_schema,
+        may_task=may_task(skill),
+        run=skill.run,
+        finish=lambda work, ctx: finish_skill(skill, work, ctx),
+        is_pipeline=skill.kind == "pipeline",
+    )
+    return target
 
 
 def declares_tasks(request: Any) -> bool:

@@ -64,6 +64,8 @@ log = logging.getLogger("mcp_server.results")
 
 MAX_RESULT_DEPTH = 200
 """Nesting a result may have (JSON encoders and clients recurse over it)."""
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+"""`json.dumps(value, ensure_ascii=False, allow_nan=False)` without a new encoder per result."""
 
 
 def error_result(
@@ -150,7 +152,7 @@ def to_result(skill: Skill, value: Any, notes: list[str] | None = None) -> CallT
         return value
     schema = skill.output_schema
     try:
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = value if isinstance(value, str) else _STRICT.encode(value)
         if isinstance(value, dict) and not all(type(k) is str for k in cast("dict[Any, Any]", value)):
             raise TypeError("keys")  # JSON text would have them as strings, structured content not
     except (TypeError, ValueError, RecursionError):

@@ -65,10 +65,9 @@ from ._access import Access
 from ._building import pipeline_service, skill_catalog, upstream_source
 from ._calls import LOG_ORDER as LOG_ORDER
 from ._calls import (
+    call_target,
     caller_of,
     declares_tasks,
-    finish_skill,
-    may_task,
     skill_context_of,
     tool_of,
     with_tasks,
@@ -158,6 +157,8 @@ class OrchestratorServer(MCPServer):
         self.pending: PendingPipelines | None = None
         """Pipelines that wait for an upstream server (set by `create_server`)."""
         self._tool_cache: tuple[int, list[MCPTool]] | None = None
+        self._targets: dict[str, CallTarget] = {}
+        """`target` of each tool called, while its Catalog entry is the same object."""
         self._legacy_sessions: list[Any] = []
         catalog.subscribe(self._on_catalog_change)
         self.list_changed_to_handshake_clients = True
@@ -284,15 +285,7 @@ class OrchestratorServer(MCPServer):
         skill = self.catalog.tool(name)
         if skill is None:
             return error_result(self._unknown(name), where="name")
-        return CallTarget(
-            name=skill.name,
-            skill=skill,
-            output_schema=skill.output_schema,
-            may_task=may_task(skill),
-            run=skill.run,
-            finish=lambda work, ctx: finish_skill(skill, work, ctx),
-            is_pipeline=skill.kind == "pipeline",
-        )
+        return call_target(skill, self._targets)
 
     async def start_task(
         self, target: CallTarget, arguments: dict[str, Any], context: Context[Any, Any], *, era: str, ttl_ms: int | None

@@ -31,6 +31,8 @@ MAX_ARGUMENT_DEPTH = 64
 validation and every later walk over them would recurse that deep)."""
 MAX_ARGUMENT_NODES = 200_000
 """Values (scalars, arrays, objects) all arguments together may hold."""
+_FLAT = frozenset({str, int, float, bool, type(None)})
+"""Types of argument values with nothing under them."""
 
 _validators: dict[int, tuple[dict[str, Any], Validator]] = {}
 _fast: dict[int, tuple[dict[str, Any], Check | None]] = {}
@@ -106,6 +108,8 @@ def check_bounds(skill: str, arguments: dict[str, Any]) -> None:
 
     Iterative on purpose: a recursive walk is what such a payload is built to break.
     """
+    if len(arguments) < MAX_ARGUMENT_NODES and _FLAT.issuperset(map(type, arguments.values())):
+        return  # no nesting (most calls): nothing to walk
     stack: list[tuple[dict[str, JSON] | list[JSON], int, str]] = [(arguments, 0, "")]
     nodes = 1
     while stack:

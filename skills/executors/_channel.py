@@ -10,6 +10,7 @@ behind it may already wait.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pickle
@@ -83,10 +84,43 @@ def frame(message: Any) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
+def _live_environ() -> dict[Any, Any]:
+    """The environment as it is now, without a copy where `os.environ` keeps an encoded dict
+    (compared with a worker's last one on every call: copied only when it changed)."""
+    data = getattr(os.environ, "_data", None)
+    return cast("dict[bytes, bytes]", data) if isinstance(data, dict) else dict(os.environ)
+
+
 def environ() -> dict[Any, Any]:
     """A cheap snapshot of the environment (its encoded dict: no decoding of every value)."""
-    data = getattr(os.environ, "_data", None)
-    return dict(cast("dict[bytes, bytes]", data)) if isinstance(data, dict) else dict(os.environ)
+    return dict(_live_environ())
+
+
+def _settle(future: asyncio.Future[bool], readable: bool) -> None:
+    if not future.done():
+        future.set_result(readable)
+
+
+async def _readable(fd: int, timeout: float) -> bool:
+    """Wait until `fd` is readable, `timeout` seconds at most (False then).
+
+    On asyncio (the server's loop) a reader and a timer on the loop, not `anyio.fail_after`
+    around `anyio.wait_readable`: their cancel scope and bookkeeping cost more per reply than the
+    rest of the reading. A cancellation of the calling task ends the wait all the same."""
+    try:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        loop.add_reader(fd, _settle, future, True)
+    except (RuntimeError, NotImplementedError):  # another backend, or a loop without readers (Windows)
+        with anyio.move_on_after(timeout) as scope:
+            await anyio.wait_readable(fd)
+        return not scope.cancelled_caught
+    timer = loop.call_later(timeout, _settle, future, False)
+    try:
+        return await future
+    finally:
+        loop.remove_reader(fd)
+        timer.cancel()
 
 
 class Worker:
@@ -134,8 +168,11 @@ class Worker:
     def request_frame(self, call: Call) -> tuple[bytes, dict[Any, Any]]:
         """The frame of `call` for this worker (the environment travels only when it changed)
         and the environment it carries; `sent` records both once the frame is on its way."""
-        current = environ()
-        call.request["env"] = None if current == self.env else dict(os.environ)
+        current = _live_environ()
+        if current == self.env:
+            call.request["env"], current = None, self.env
+        else:
+            call.request["env"], current = dict(os.environ), dict(current)
         call.ident = self.ids + 1
         return frame(("call", call.ident, call.request)), current
 
@@ -251,10 +288,8 @@ class Worker:
         """Read more replies, waiting until `deadline` (monotonic) at most: `TimeoutError` after it."""
         while not self.fill():
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or not await _readable(self.rfd, remaining):
                 raise TimeoutError
-            with anyio.fail_after(remaining):
-                await anyio.wait_readable(self.rfd)
 
     def drain_dead(self) -> None:
         """After `kill`: wait for the process to end, then take every reply it wrote before."""

@@ -23,7 +23,7 @@ import os
 import pickle
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -180,8 +180,8 @@ async def run_python(
             "skill": ctx.skill,
             "run_id": ctx.run_id,
             "artifact_dir": str(ctx.artifact_dir) if ctx.artifact_dir is not None else None,
-            "limits": {k: v for k, v in ctx.limits.items() if _plain(v)},
-            "extras": {k: v for k, v in ctx.extras.items() if _plain(v)},
+            "limits": _plain_part(ctx.limits),
+            "extras": _plain_part(ctx.extras),
         },
         "cwd": os.getcwd(),
     }
@@ -256,16 +256,51 @@ async def _run_in_process(
 
 _PLAIN = (str, int, float, bool, type(None), Path)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_KEYS = frozenset({str})
+_OPAQUE: set[type] = set()
+"""Types of values found not to be data (not sent to workers), for a quicker no next time."""
+
+
+def _plain_part(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of `ctx.limits` or `ctx.extras` a worker can receive (every call sends them)."""
+    out: dict[str, Any] = {}
+    for key, value in cast("Mapping[str, object]", mapping).items():
+        kind = type(value)
+        if kind in _SCALARS or (kind not in _OPAQUE and _plain(value)):
+            out[key] = value
+    return out
 
 
 def _plain(value: object, depth: int = 0) -> bool:
-    """Data a worker can receive as it is (no objects of the server: model access, the Catalog)."""
-    if type(value) in _SCALARS or isinstance(value, _PLAIN):  # the exact types first: checked for every call
+    """Data a worker can receive as it is (no objects of the server: model access, the Catalog).
+
+    It runs over every call's `ctx.extras`: a container of scalars is checked by C loops
+    (`issuperset` over the types), and a type found not to be data is remembered (`_OPAQUE`)."""
+    kind = type(value)
+    if kind in _SCALARS or isinstance(value, _PLAIN):  # the exact types first: checked for every call
         return True
     if depth > 8:
         return False
     if isinstance(value, list | tuple):
-        return all(_plain(v, depth + 1) for v in cast("list[object] | tuple[object, ...]", value))
+        items = cast("list[object] | tuple[object, ...]", value)
+        if _SCALARS.issuperset(map(type, items)):
+            return True
+        return all(_plain(item, depth + 1) for item in items)
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in cast("dict[object, object]", value).items())
+        entries = cast("dict[object, object]", value)
+        if _KEYS.issuperset(map(type, entries)) and _SCALARS.issuperset(map(type, entries.values())):
+            return True
+        for key, item in entries.items():
+            if not isinstance(key, str):
+                return False
+            kind = type(item)
+            if kind in _SCALARS or (
+                kind is list and depth < 8 and _SCALARS.issuperset(map(type, cast("list[object]", item)))
+            ):
+                continue  # a list of scalars (the allowed roots): no call for it
+            if not _plain(item, depth + 1):
+                return False
+        return True
+    if len(_OPAQUE) < 256:  # decided by its type alone: neither a container nor a scalar
+        _OPAQUE.add(kind)
     return False
