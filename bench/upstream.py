@@ -3,7 +3,9 @@
 Latency: the subject is an in-memory client -> our server -> the imported tool -> the upstream
 over stdio (one persistent session); the reference is a client talking to another instance of
 the same upstream over stdio directly. The upstream is `_bare_server.py` (one `add` tool).
-Calls alternate ABBA; both protocol eras of the outer client are measured.
+Calls alternate ABBA; both protocol eras of the outer client are measured. Beside it, what the
+same hop costs through the SDK's least proxy (`floor_proxy`): the part of the budget that is
+the SDK's (its in-memory transport, server and client), not ours.
 
 Start-up: until our server has answered `initialize`, with 5 upstreams configured vs none, in
 this process (`create_server(servers=FILE)` inside `server.running()`) and as a spawned
@@ -32,6 +34,7 @@ from typing import Any, NamedTuple
 import _common as c
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.server import MCPServer
 from mcp_types import CallToolResult
 
 from mcp_server import OrchestratorServer, create_server
@@ -77,20 +80,44 @@ async def until_connected(server: OrchestratorServer) -> None:
     await server.catalog.refresh([server.servers])
 
 
+def floor_proxy(upstream: Client) -> MCPServer:
+    """The least a proxy hop can cost with this SDK: a bare `MCPServer` whose one tool forwards
+    to a persistent client of the upstream (no names, envelopes, timeouts, or forwarding of
+    progress, logs and sampling). Shown beside ours, not budgeted."""
+    proxy = MCPServer(name="floor")
+
+    @proxy.tool()
+    async def add(a: int, b: int) -> CallToolResult:
+        return await upstream.call_tool("add", {"a": a, "b": b})
+
+    return proxy
+
+
 async def measure_calls(home: Path, tmp: Path, reps: int) -> dict[str, dict[str, float]]:
     server = our_server(home, servers_file(tmp, 1))
     reference = StdioServerParameters(command=sys.executable, args=[str(BARE)], env=bare_entry()["env"])
     out: dict[str, dict[str, float]] = {}
-    async with server.running():
+    async with server.running(), Client(reference) as upstream:
         await until_connected(server)
+        await upstream.list_tools()  # its output schema, which the floor's client checks as ours does
         for era, mode in ERAS:
-            async with Client(server, mode=mode) as ours, Client(reference, mode=mode) as direct:
-                subject, ref = caller(ours, "up0_add"), caller(direct, "add")
+            async with (
+                Client(server, mode=mode) as ours,
+                Client(reference, mode=mode) as direct,
+                Client(floor_proxy(upstream), mode=mode) as floor,
+            ):
+                subject, ref, least = caller(ours, "up0_add"), caller(direct, "add"), caller(floor, "add")
                 for _ in range(100):  # warm-up: validators, schemas, both pipes
                     await subject()
                     await ref()
+                    await least()
                 t_s, t_r = await c.interleave(subject, ref, reps)
-            out[era] = {"subject": c.median(t_s), "reference": c.median(t_r)}
+                t_f, t_r2 = await c.interleave(least, ref, reps // 2)
+            out[era] = {
+                "subject": c.median(t_s),
+                "reference": c.median(t_r),
+                "floor": c.median(t_f) - c.median(t_r2),
+            }
     return out
 
 
@@ -157,9 +184,15 @@ async def main(reps: int, startup_reps: int) -> int:
 
     print(f"one tools/call, {reps} samples each, interleaved (medians)\n")
     c.table(
-        ["outer client era", "through our server (in-memory -> stdio upstream)", "upstream directly (stdio)", "added"],
         [
-            [era, c.ms(r["subject"]), c.ms(r["reference"]), c.ms(r["subject"] - r["reference"])]
+            "outer client era",
+            "through our server (in-memory -> stdio upstream)",
+            "upstream directly (stdio)",
+            "added",
+            "added by the SDK's floor proxy",
+        ],
+        [
+            [era, c.ms(r["subject"]), c.ms(r["reference"]), c.ms(r["subject"] - r["reference"]), c.ms(r["floor"])]
             for era, r in calls.items()
         ],
     )
@@ -227,7 +260,7 @@ async def main(reps: int, startup_reps: int) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--reps", type=int, default=1000, help="calls per path and era (default: 1000)")
     parser.add_argument("--startup-reps", type=int, default=5, help="start-ups per configuration (default: 5)")
     options = parser.parse_args()
