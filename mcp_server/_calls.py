@@ -285,10 +285,9 @@ def remote_context_of(
     """The `ctx` of an imported tool's call: what its upstream can reach through `adapters`
     (progress, logs, our client's sampling and elicitation), nothing else.
 
-    An upstream asks no model of ours, starts no runs, uses no worker pool and sees no roots,
-    so none of that is made (it was a fifth of the server's own work per imported call), and
-    a 2026-07-28 call is never parked for input rounds it cannot have: it runs in the request's
-    own task.
+    An upstream asks no model of ours, starts no runs and uses no worker pool, so none of that
+    is made (it was a fifth of the server's own work per imported call); and `call_tool` never
+    parks it for input rounds or a task it cannot have: it runs in the request's own task.
     """
     ctx = SkillContext(skill=skill.name, run_id=os.urandom(6).hex())
     if context is not None:  # `request_context` raises outside a request

@@ -269,9 +269,7 @@ class OrchestratorServer(MCPServer):
             check_arguments(name, target.skill.input_schema, arguments)
         except SkillsError as exc:
             return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
-        if target.skill.kind == "remote":  # an imported tool: nothing to park, no task, no roots (`remote_context_of`)
-            return await target.body(arguments, self.skill_context(target.skill, context))()
-        if context is not None and self.home is not None:  # `request_context` raises outside a request
+        if context is not None and self.home is not None and target.skill.kind != "remote":  # `remote_context_of`
             request = request_of(context) or context.request_context
             if target.may_task and declares_tasks(request):
                 return await self.start_task(target, arguments, context, era="extension", ttl_ms=None)
