@@ -21,7 +21,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
@@ -96,20 +95,19 @@ class CallClock:
         return self.scope.cancelled_caught
 
 
-@dataclass(eq=False)
 class InFlight:
     """One call of ours to the upstream, while it runs."""
 
-    tool: str
-    ctx: SkillContext
-    clock: CallClock
-    caller: Any = field(default=None)
-    """Who made the call (`ctx.extras["caller"]`, e.g. our client's session); the call itself if unknown."""
-    asking: set[anyio.CancelScope] = field(default_factory=lambda: set())  # typed: not `set`; cheap: not `set[...]`
-    """Questions forwarded to our client for this call, abandoned when the call ends."""
+    __slots__ = ("asking", "caller", "clock", "ctx", "tool")
 
-    def __post_init__(self) -> None:
-        self.caller = self.ctx.extras.get("caller", self)
+    def __init__(self, tool: str, ctx: SkillContext, clock: CallClock) -> None:
+        self.tool = tool
+        self.ctx = ctx
+        self.clock = clock
+        self.caller: Any = ctx.extras.get("caller", self)
+        """Who made the call (`ctx.extras["caller"]`, e.g. our client's session); the call itself if unknown."""
+        self.asking: set[anyio.CancelScope] = set()
+        """Questions forwarded to our client for this call, abandoned when the call ends."""
 
 
 _current: contextvars.ContextVar[InFlight | None] = contextvars.ContextVar("adapters_current_call", default=None)
@@ -124,17 +122,18 @@ class Calls:
     def __len__(self) -> int:
         return len(self._calls)
 
-    @contextmanager
-    def running(self, call: InFlight) -> Generator[None, None, None]:
-        token = _current.set(call)
+    def enter(self, call: InFlight) -> contextvars.Token[InFlight | None]:
+        """`call` is in flight (and the current call of this task) until `leave(call, token)`.
+
+        A pair of calls rather than a context manager: this is on every imported call's path."""
         self._calls[id(call)] = call
-        try:
-            yield
-        finally:
-            self._calls.pop(id(call), None)
-            _current.reset(token)
-            for scope in list(call.asking):  # the upstream no longer waits for these answers
-                scope.cancel()
+        return _current.set(call)
+
+    def leave(self, call: InFlight, token: contextvars.Token[InFlight | None]) -> None:
+        self._calls.pop(id(call), None)
+        _current.reset(token)
+        for scope in list(call.asking):  # the upstream no longer waits for these answers
+            scope.cancel()
 
     def owner(self) -> tuple[InFlight | None, str]:
         """The call an upstream request belongs to, or None and why it cannot be told."""

@@ -23,12 +23,14 @@ _PROTOCOL_META = "io.modelcontextprotocol/"  # per-hop stamps (serverInfo) that 
 
 
 def relayable(result: CallToolResult) -> CallToolResult:
-    """The upstream's result without its per-hop protocol stamps (our server adds its own)."""
+    """The upstream's result without its per-hop protocol stamps (our server adds its own).
+
+    Changed in place, not copied: the result was parsed for this one call and nothing else holds it.
+    """
     meta = result.meta
-    if not meta or not any(k.startswith(_PROTOCOL_META) for k in meta):
-        return result
-    kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META)}
-    return result.model_copy(update={"meta": kept or None})
+    if meta and any(k.startswith(_PROTOCOL_META) for k in meta):
+        result.meta = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META)} or None
+    return result
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -382,8 +382,9 @@ class MCPSkillAdapter:
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.progress(progress, total, message)
 
+        token = self._calls.enter(call)
         try:
-            with self._calls.running(call), clock.scope:
+            with clock.scope:
                 result = await client.call_tool(tool, arguments, progress_callback=progress)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
@@ -407,6 +408,8 @@ class MCPSkillAdapter:
             raise UpstreamCallError(
                 self.name, f"upstream '{self.name}' answered '{tool}' with an invalid result: {first_line(exc)}"
             ) from None
+        finally:
+            self._calls.leave(call, token)
         if clock.timed_out or result is None:  # the clock's scope ended the call before its result
             raise self._timeout(tool)
         return relayable(result)

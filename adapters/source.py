@@ -37,6 +37,9 @@ log = logging.getLogger("adapters.source")
 DEFAULT_CONNECT_GRACE = 3.0
 """Seconds after the start during which a tool listing waits for upstreams still connecting."""
 
+GATE_LIMIT = 1.0
+"""Seconds `run(gate=...)` waits for its gate at most before it starts the upstreams anyway."""
+
 
 class ServerSource:
     """The upstream MCP servers of one servers.json; their tools are its skills."""
@@ -127,8 +130,14 @@ class ServerSource:
         *,
         dependents: Sequence[SkillProvider] = (),
         after_refresh: Callable[[], None] | None = None,
+        gate: anyio.Event | None = None,
     ) -> None:
         """Start every upstream and keep `catalog` in step with their tools, until cancelled.
+
+        `gate`: the upstreams start once it is set (at most `GATE_LIMIT` seconds later): over
+        stdio, when our client's first request has been answered, so that spawning them and
+        their start-up (a Python server's imports take a second of CPU) never slows our own.
+        The connect grace counts from the call, and a listing meanwhile waits for them as ever.
 
         `dependents` are refreshed with this source (the pipeline sources: a pipeline that
         calls an imported tool is verified again when that tool appears or changes);
@@ -140,6 +149,9 @@ class ServerSource:
         self._started = anyio.current_time()
         if self._pending:
             self._dirty.set()
+        if gate is not None:
+            with anyio.move_on_after(GATE_LIMIT):
+                await gate.wait()
         async with anyio.create_task_group() as tg:
             for adapter in self.adapters.values():
                 tg.start_soon(adapter.run, name=f"upstream {adapter.name}")

@@ -274,6 +274,8 @@ def skill_context_of(
 ) -> SkillContext:
     """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
     the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
+    if skill.kind == "remote":
+        return remote_context_of(skill, context, log_levels)
     run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
     runs = server.runs_dir
     ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
@@ -294,4 +296,22 @@ def skill_context_of(
         ctx.extras[ROLES_KEY] = server.roles.book()  # agents and spawn_agent name roles of the home
         if server.pipelines is not None:  # the agents of one call share one budget (the server's `runs:` limits)
             ctx.extras[AGENT_BUDGET_KEY] = RunBudget.of(server.pipelines.limits.current())
+    return ctx
+
+
+def remote_context_of(
+    skill: Skill, context: Context[Any, Any] | None, log_levels: weakref.WeakKeyDictionary[Any, int]
+) -> SkillContext:
+    """The `ctx` of an imported tool's call: what its upstream can reach through `adapters`
+    (progress, logs, our client's sampling and elicitation), nothing else.
+
+    An upstream asks no model of ours, starts no runs and uses no worker pool, so none of that
+    is made (it was a fifth of the server's own work per imported call); and `call_tool` never
+    parks it for input rounds or a task it cannot have: it runs in the request's own task.
+    """
+    ctx = SkillContext(skill=skill.name, run_id=os.urandom(6).hex())
+    if context is not None:  # `request_context` raises outside a request
+        ctx.progress_fn = context.report_progress
+        ctx.log_fn = client_logger(context, skill.name, log_levels)
+        ctx.extras.update(client_requests(context))
     return ctx

@@ -57,9 +57,18 @@ def request_id_of(line: str) -> int | str | None:
 class AnsweringReader:
     """The transport's read stream, answering the requests its parser refused (see module doc)."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]) -> None:
+    def __init__(
+        self,
+        inner: ReadStream[SessionMessage | Exception],
+        write: WriteStream[SessionMessage],
+        answered: anyio.Event | None = None,
+    ) -> None:
         self._inner = inner
         self._write = write
+        self._answered = answered
+        """Set when the client's second message arrives: a client sends it once its first
+        (initialize, or server/discover) has been answered. The upstreams wait for it."""
+        self._seen = 0
 
     @property
     def last_context(self) -> Any:
@@ -73,6 +82,11 @@ class AnsweringReader:
                 if reply is not None:
                     await self._write.send(reply)
                     continue
+            if self._answered is not None:
+                self._seen += 1
+                if self._seen > 1:
+                    self._answered.set()
+                    self._answered = None
             return item
 
     def __aiter__(self) -> Self:

@@ -264,7 +264,7 @@ class OrchestratorServer(MCPServer):
             return error_result(exc, where=where_in(target.skill.root, exc), output_schema=target.output_schema)
         if isinstance(target.skill, MetaSkill) and target.skill.relay is not None:  # `call_skill`: another call
             return await target.skill.relay(arguments, lambda tool, args: self.call_tool(tool, args, context))
-        if context is not None and self.home is not None:  # `request_context` raises outside a request
+        if context is not None and self.home is not None and target.skill.kind != "remote":  # `remote_context_of`
             request = request_of(context) or context.request_context
             if target.may_task and declares_tasks(request):
                 return await self.start_task(target, arguments, context, era="extension", ttl_ms=None)
@@ -439,13 +439,13 @@ class OrchestratorServer(MCPServer):
         return await self.catalog.refresh()
 
     @asynccontextmanager
-    async def running(self, *, overviews: bool = True) -> AsyncGenerator[None]:
+    async def running(self, *, overviews: bool = True, gate: anyio.Event | None = None) -> AsyncGenerator[None]:
         """The server's background work while inside: live reload and the upstream MCP servers.
 
-        Upstreams connect in the background and never delay a client's initialize; their tools
-        appear (with tools/list_changed) when they are ready. Leaving stops everything and leaves
-        no child process behind. `overviews`: write the pipelines' missing help overviews (not in
-        a worker, which publishes no tools: it would spend API tokens on help nobody reads).
+        Upstreams connect in the background (once `gate` is set, if given: see `ServerSource.run`)
+        and never delay a client's initialize; their tools appear (with tools/list_changed) when ready.
+        Leaving stops everything and leaves no child process behind. `overviews`: write the pipelines'
+        missing help overviews (not in a worker: it publishes no tools, nobody would read them).
         """
         async with anyio.create_task_group() as tg, self.watching():
             shared = self.pipelines.shared if self.pipelines is not None else None
@@ -458,7 +458,7 @@ class OrchestratorServer(MCPServer):
             if servers is not None:
                 dependents = list(self.pipelines.sources) if self.pipelines is not None else []
                 after = self.pending.check if self.pending is not None else None
-                tg.start_soon(lambda: servers.run(self.catalog, dependents=dependents, after_refresh=after))
+                tg.start_soon(lambda: servers.run(self.catalog, dependents=dependents, after_refresh=after, gate=gate))
             try:
                 yield
             finally:
@@ -529,9 +529,9 @@ class OrchestratorServer(MCPServer):
 
         from ._stdio import AnsweringReader
 
-        async with self.running(), stdio_server() as (read_stream, write_stream):
+        async with self.running(gate=(answered := anyio.Event())), stdio_server() as (read_stream, write_stream):
             low = self._lowlevel_server
-            reader = AnsweringReader(read_stream, write_stream)  # answers lines its parser refused
+            reader = AnsweringReader(read_stream, write_stream, answered)  # answers lines its parser refused
             await low.run(reader, write_stream, low.create_initialization_options())
 
 

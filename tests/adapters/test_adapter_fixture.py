@@ -461,3 +461,32 @@ async def test_an_sse_upstream() -> None:
             await connected(source.adapters["old-web"])
             await catalog.refresh([source])
             assert text_of(await call(catalog, "old-web_echo", {"text": "over sse"})) == "over sse"
+
+
+async def test_an_imported_tool_reaches_the_model_and_the_person_of_a_handshake_era_client(tmp_path: Path) -> None:
+    """End to end: an MCP client calls imported tools whose upstream samples and elicits; the
+    upstream's requests reach that client mid-call and its answers reach the upstream. (A
+    2026-07-28 client, which is asked through input rounds, is not reached this way yet.)"""
+    from mcp_server import create_server
+
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"fx": fixture_stdio(include=["ask_model", "ask_user"])}}))
+    server = create_server(home=tmp_path / "home", servers=servers, connect_grace=120)
+    assert server.servers is not None
+
+    async def model(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        return await scripted_model(params)
+
+    async def person(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        return await scripted_user(params)
+
+    async with (
+        server.running(),
+        Client(server, mode="legacy", sampling_callback=model, elicitation_callback=person) as client,  # type: ignore[arg-type]
+    ):
+        with anyio.fail_after(120):
+            await server.servers.wait_started()
+        asked = await client.call_tool("fx_ask_model", {"question": "stressed"})
+        assert not asked.is_error and text_of(asked) == "model said: desserts", asked
+        answered = await client.call_tool("fx_ask_user", {"question": "Proceed?"})
+        assert not answered.is_error and text_of(answered) == "user said: yes to 'Proceed?'", answered
