@@ -35,6 +35,12 @@ class Runner(Protocol):
         """One call of `skill` with checked `arguments`; failures raise `SkillsError`s."""
         ...
 
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract) -> bool:
+        """Whether a call's code runs in another process, which receives only the plain data of
+        its `ctx` (no model access, sampling, asker or Catalog): the server then need not build
+        them for the call (`FolderSkill.runs_apart`)."""
+        ...
+
 
 _RUNNERS: dict[str, Runner] = {}
 
