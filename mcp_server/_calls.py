@@ -291,7 +291,7 @@ def skill_context_of(
         ctx.extras[CLIENT_KEY] = share_of(context, identity)  # the worker pool's fair shares
         ctx.progress_fn = context.report_progress
         ctx.log_fn = client_logger(context, skill.name, log_levels)
-    if not parked and runs_apart(skill):  # nothing to ask through, so a 2026-07-28 call is not parked either
+    if not parked and runs_apart(skill, ctx):  # nothing to ask through, so a 2026-07-28 call is not parked either
         return ctx
     if context is not None and not parked:  # a parked call outlives its request: the client is asked through the inbox
         ctx.extras.update(client_requests(context))
@@ -307,6 +307,7 @@ def skill_context_of(
     return ctx
 
 
-def runs_apart(skill: Skill) -> bool:
-    """Whether `skill`'s code runs in a worker process that receives only its `ctx`'s plain data."""
-    return skill.kind == "python" and isinstance(skill, FolderSkill) and skill.runs_apart()
+def runs_apart(skill: Skill, ctx: SkillContext) -> bool:
+    """Whether the call of `ctx` runs `skill`'s code in a worker process that receives only the
+    plain data of `ctx` (`FolderSkill.runs_apart`)."""
+    return skill.kind == "python" and isinstance(skill, FolderSkill) and skill.runs_apart(ctx)

@@ -31,7 +31,7 @@ class _Plain:
     def output_schema(self, contract: SkillContract) -> dict[str, Any] | None:
         return contract.outputs
 
-    def runs_apart(self, skill: FolderSkill, contract: SkillContract) -> bool:
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract, ctx: SkillContext) -> bool:
         return False  # scripts read the isolation settings from the server's `ctx`
 
 
@@ -49,12 +49,12 @@ class PythonRunner(_Plain):
         ctx.limits = {**ctx.limits, "network": contract.network}
         return await run_python(skill.root, contract.run.python, skill.name, arguments, ctx, contract.timeout)
 
-    def runs_apart(self, skill: FolderSkill, contract: SkillContract) -> bool:
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract, ctx: SkillContext) -> bool:
         """A synchronous function runs in a worker process (`_python`); an async one in-process."""
-        from ._python import is_async_entry
+        from ._python import placed_apart
 
         assert contract.run.python is not None
-        return not is_async_entry(skill.root, contract.run.python)
+        return placed_apart(skill.root, contract.run.python, ctx)
 
 
 class ScriptRunner(_Plain):
@@ -115,7 +115,7 @@ class AgentRunner:
 
         return agent_output_schema(contract.outputs)
 
-    def runs_apart(self, skill: FolderSkill, contract: SkillContract) -> bool:
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract, ctx: SkillContext) -> bool:
         return False
 
     async def run(
