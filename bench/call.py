@@ -136,7 +136,7 @@ async def overhead_steps(subject: OrchestratorServer) -> list[tuple[str, float]]
     sync_steps: list[tuple[str, Callable[[], object]]] = [
         ("catalog.find(name)", lambda: subject.catalog.find("bench-add")),
         ("check_arguments (jsonschema iter_errors)", lambda: check_arguments(skill.name, schema, ARGS)),
-        ("skill_context (run id, SkillContext, model access)", lambda: subject.skill_context(skill, None)),
+        ("skill_context (run id, SkillContext, a def skill's placement)", lambda: subject.skill_context(skill, None)),
         ("is_async_entry (stat, cache hit)", lambda: is_async_entry(skill.root, "impl:add")),
         ("check_output (jsonschema, inside to_result)", lambda: check_output(skill.name, out_schema, value)),
         ("to_result (check_output + json.dumps + CallToolResult)", lambda: to_result(skill, value)),

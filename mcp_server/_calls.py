@@ -40,6 +40,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from adapters.context import request_of
 from pipelines.storage.runs import STARTED_BY_KEY
 from skills import (
+    FolderSkill,
     Skill,
     SkillCancelledError,
     SkillContext,
@@ -55,7 +56,7 @@ from ._asking import attach_asker
 from ._handles import HANDLES_KEY, handle_schema
 from ._meta import MetaSkill
 from ._results import cancel_pending, error_result, to_result, where_in
-from .tasks import TASKS_EXTENSION, CallTarget, identity_of, share_of
+from .tasks import TASKS_EXTENSION, CallTarget, Identity, identity_of, share_of
 
 if TYPE_CHECKING:
     from ._host import Host
@@ -271,22 +272,31 @@ def skill_context_of(
     log_levels: weakref.WeakKeyDictionary[Any, int],
     *,
     parked: bool = False,
+    identity: Identity | None = None,
 ) -> SkillContext:
     """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
-    the Anthropic API or the client's sampling (`ctx.extras["model"]`)."""
+    the Anthropic API or the client's sampling (`ctx.extras["model"]`).
+
+    A skill whose code runs in a worker process (`FolderSkill.runs_apart`: a synchronous python
+    skill) gets the plain data only: its worker receives nothing else (`skills.executors._python`),
+    so the model access, sampling, asker and Catalog are not built for it. `identity`: the
+    caller's, when the call path has it already (`identity_of` once a call)."""
     if skill.kind == "remote":
         return remote_context_of(skill, context, log_levels)
     run_id = os.urandom(6).hex()  # 12 random hex digits, as uuid4().hex[:12] gave, for less
     runs = server.runs_dir
     ctx = SkillContext(skill=skill.name, run_id=run_id, artifact_dir=runs / run_id if runs else None)
-    identity = identity_of(context)
+    if identity is None:
+        identity = identity_of(context)
     ctx.extras[STARTED_BY_KEY] = identity.owner  # the pipeline runs it starts are the caller's
     if context is not None:  # `request_context` raises outside a request
         ctx.extras[CLIENT_KEY] = share_of(context, identity)  # the worker pool's fair shares
         ctx.progress_fn = context.report_progress
         ctx.log_fn = client_logger(context, skill.name, log_levels)
-        if not parked:  # a parked call outlives its request: the client is asked through the inbox
-            ctx.extras.update(client_requests(context))
+    if not parked and runs_apart(skill, ctx):  # nothing to ask through, so a 2026-07-28 call is not parked either
+        return ctx
+    if context is not None and not parked:  # a parked call outlives its request: the client is asked through the inbox
+        ctx.extras.update(client_requests(context))
     server.models.attach(ctx, context, parked=parked)
     attach_asker(ctx, context)  # how its pipelines' `ask:` steps reach the person, if they can
     ctx.extras["catalog"] = server.catalog  # agents offer allow-listed Catalog skills as tools
@@ -315,3 +325,9 @@ def remote_context_of(
         ctx.log_fn = client_logger(context, skill.name, log_levels)
         ctx.extras.update(client_requests(context))
     return ctx
+
+
+def runs_apart(skill: Skill, ctx: SkillContext) -> bool:
+    """Whether the call of `ctx` runs `skill`'s code in a worker process that receives only the
+    plain data of `ctx` (`FolderSkill.runs_apart`)."""
+    return skill.kind == "python" and isinstance(skill, FolderSkill) and skill.runs_apart(ctx)

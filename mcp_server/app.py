@@ -86,7 +86,7 @@ from ._tracing import install_request_spans
 from ._upstreams import PendingPipelines, upstream_target
 from ._version import __version__
 from ._watching import broadcast_changes, cancels_from_replicas, watch_skills
-from .tasks import CallTarget, continue_in_rounds, identity_of, install, task_wire
+from .tasks import CallTarget, Identity, continue_in_rounds, identity_of, install, task_wire
 
 if TYPE_CHECKING:
     from adapters import ServerSource
@@ -273,7 +273,7 @@ class OrchestratorServer(MCPServer):
                 target,
                 arguments,
                 context,
-                lambda: self.skill_context(target.skill, context),
+                lambda identity: self.skill_context(target.skill, context, identity=identity),
                 lambda ctx: self.access.bound(ctx, context),
             )
         ctx = self.skill_context(target.skill, context)
@@ -335,10 +335,17 @@ class OrchestratorServer(MCPServer):
 
         return ModelService(self.home)
 
-    def skill_context(self, skill: Skill, context: Context[Any, Any] | None, *, parked: bool = False) -> SkillContext:
+    def skill_context(
+        self,
+        skill: Skill,
+        context: Context[Any, Any] | None,
+        *,
+        parked: bool = False,
+        identity: Identity | None = None,
+    ) -> SkillContext:
         """The `ctx` a skill gets: progress and logs go to the calling client, model calls to
         the Anthropic API or the client's sampling (`_calls.skill_context_of`)."""
-        return skill_context_of(self, skill, context, self._log_levels, parked=parked)
+        return skill_context_of(self, skill, context, self._log_levels, parked=parked, identity=identity)
 
     @cached_property
     def runs_dir(self) -> Path | None:

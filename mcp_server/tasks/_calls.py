@@ -27,7 +27,7 @@ from skills.core.errors import LimitExceededError
 
 from .._results import cancel_pending, error_result
 from ._execution import Execution
-from ._target import RUN_IDS_KEY, CallTarget, identity_of
+from ._target import RUN_IDS_KEY, CallTarget, Identity, identity_of
 
 if TYPE_CHECKING:
     from ._service import TaskService
@@ -44,11 +44,13 @@ async def continue_in_rounds(
     target: CallTarget,
     arguments: dict[str, Any],
     context: Any,
-    make_ctx: Callable[[], SkillContext],
+    make_ctx: Callable[[Identity], SkillContext],
     bound: Callable[[SkillContext], AbstractAsyncContextManager[Any]],
 ) -> CallToolResult | InputRequiredResult:
-    """One round of a call that may pause for the client's model (see the module doc)."""
-    principal, requester, _, _ = identity_of(context)
+    """One round of a call that may pause for the client's model (see the module doc);
+    `make_ctx` builds the call's `ctx` for the caller's identity (worked out once a call)."""
+    identity = identity_of(context)
+    principal, requester = identity.principal, identity.requester
     request_state, responses = input_round_of(context)
     state = _decode(request_state)
     execution = service.host.get(state.get("x", "")) if state else None
@@ -59,7 +61,7 @@ async def continue_in_rounds(
             await execution.finished.wait()  # its run is recorded as cancelled before the retry resumes it
         execution = None
     if execution is None:
-        ctx = make_ctx()
+        ctx = make_ctx(identity)
         async with bound(ctx):  # its roots and isolation: the body (even a parked one) keeps them
             started = await _start(service, target, arguments, ctx, state, responses, principal, requester)
         if not isinstance(started, Execution):

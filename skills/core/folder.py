@@ -129,6 +129,13 @@ class FolderSkill:
     def root(self) -> Path:
         return self._root
 
+    def runs_apart(self, ctx: SkillContext) -> bool:
+        """Whether the call of `ctx` runs its code in another process that gets only the plain
+        data of its `ctx` (a synchronous python skill's worker): then the call needs no model
+        access, sampling, asker or Catalog, and the server builds none (`mcp_server._calls`)."""
+        contract = self.contract
+        return contract is not None and runner_for(contract.run.kind).runs_apart(self, contract, ctx)
+
     @property
     def enabled(self) -> bool:
         return self.contract is None or self.contract.enabled

@@ -35,6 +35,13 @@ class Runner(Protocol):
         """One call of `skill` with checked `arguments`; failures raise `SkillsError`s."""
         ...
 
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract, ctx: SkillContext) -> bool:
+        """Whether the call of `ctx` runs its code in another process, which receives only the
+        plain data of its `ctx` (no model access, sampling, asker or Catalog): the server then
+        need not build them for the call (`FolderSkill.runs_apart`). What it read to decide may
+        be noted on `ctx` for the run, so that the run is placed as decided here."""
+        ...
+
 
 _RUNNERS: dict[str, Runner] = {}
 

@@ -161,11 +161,28 @@ def entry_facts(root: Path, target: str) -> tuple[bool, float | None]:
     return found, mtime
 
 
+PLACED_KEY = "python_placed"
+"""`ctx.extras` key: the `entry_facts` the call's `ctx` was built for (`placed_apart`), taken by
+its `run_python`: one stat a call, and the call runs where its `ctx` was made for."""
+
+
+def placed_apart(root: Path, target: str, ctx: SkillContext) -> bool:
+    """Whether the call of `ctx` will run `module:function` in a worker process (a `def`), where
+    only the plain data of its `ctx` arrives; what was read is kept on `ctx` for `run_python`."""
+    is_async, mtime = entry_facts(root, target)
+    ctx.extras[PLACED_KEY] = (str(root), target, is_async, mtime)
+    return not is_async
+
+
 async def run_python(
     root: Path, target: str, skill: str, arguments: dict[str, Any], ctx: SkillContext, timeout: float
 ) -> Any:
     """Call a python skill where it belongs (see the module doc); every failure is a `SkillRunError`."""
-    is_async, mtime = entry_facts(root, target)
+    placed = ctx.extras.pop(PLACED_KEY, None)
+    if placed is not None and placed[0] == str(root) and placed[1] == target:
+        is_async, mtime = placed[2], placed[3]
+    else:
+        is_async, mtime = entry_facts(root, target)
     if is_async:
         return await _run_in_process(root, target, skill, arguments, ctx, timeout)
     from ._pool import StoppedAtStart, WorkerDied, call_in_worker

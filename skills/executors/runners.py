@@ -31,6 +31,9 @@ class _Plain:
     def output_schema(self, contract: SkillContract) -> dict[str, Any] | None:
         return contract.outputs
 
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract, ctx: SkillContext) -> bool:
+        return False  # scripts read the isolation settings from the server's `ctx`
+
 
 class PythonRunner(_Plain):
     """`run: {python: module:function}`: in a worker process, or in-process when async."""
@@ -45,6 +48,13 @@ class PythonRunner(_Plain):
         # network their own skill.yaml allows (a plain value: it reaches a worker process too).
         ctx.limits = {**ctx.limits, "network": contract.network}
         return await run_python(skill.root, contract.run.python, skill.name, arguments, ctx, contract.timeout)
+
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract, ctx: SkillContext) -> bool:
+        """A synchronous function runs in a worker process (`_python`); an async one in-process."""
+        from ._python import placed_apart
+
+        assert contract.run.python is not None
+        return placed_apart(skill.root, contract.run.python, ctx)
 
 
 class ScriptRunner(_Plain):
@@ -104,6 +114,9 @@ class AgentRunner:
         from .agent import agent_output_schema
 
         return agent_output_schema(contract.outputs)
+
+    def runs_apart(self, skill: FolderSkill, contract: SkillContract, ctx: SkillContext) -> bool:
+        return False
 
     async def run(
         self, skill: FolderSkill, contract: SkillContract, arguments: dict[str, Any], ctx: SkillContext

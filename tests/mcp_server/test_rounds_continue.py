@@ -247,3 +247,22 @@ async def test_a_late_retry_resumes_the_pipeline_run_from_its_checkpoint(
     assert _marks(log) == ["first", "second"]  # the first step was not run again
     assert len(model.requests) == 2  # the resumed step's question was answered by the late retry
     assert json.loads(json.dumps(store.get(data["run_id"]).status)) == "succeeded"  # type: ignore[union-attr]
+
+
+async def test_a_call_that_cannot_ask_the_client_is_not_held_to_the_paused_call_limit(
+    home: Path, tmp_path: Path
+) -> None:
+    """A synchronous python skill runs in a worker process, which cannot ask the client's model
+    or the person anything: its call never waits for an input round, so it is answered even when
+    no call of this client may be parked. An async skill, which could ask, is still parked (and
+    here refused, with the limit named)."""
+    root = tmp_path / "skills"
+    _python(root, "plain", {"word": STRING}, "def plain(word):\n    return {'word': word}\n")
+    _python(root, "asking", {"word": STRING}, "async def asking(word, ctx):\n    return {'word': word}\n")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text("tasks:\n  max_paused_calls: 0\n")
+    async with connect(home, ClientModel(), skill_dirs=[root], mode="auto") as client:
+        assert _data(await client.call_tool("plain", {"word": "here"})) == {"word": "here"}
+        refused = await client.call_tool("asking", {"word": "here"})
+    assert refused.is_error
+    assert "max_paused_calls" in json.dumps(refused.structured_content)
