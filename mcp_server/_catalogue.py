@@ -19,7 +19,6 @@ of the skill it names, through that same path (an input round or a task included
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mcp_types import CallToolResult, ToolAnnotations
@@ -28,12 +27,11 @@ from mcp_types import Tool as MCPTool
 from skills import Catalog, Skill, SkillContext, SkillsError, UnknownSkillError
 from skills.core.errors import clip
 
-from ._meta import Caller, CallOutcome, MetaSkill, structured
+from ._meta import Caller, CallOutcome, MetaSkill, OwnTools, structured
 from ._results import error_result, unbound
 
 if TYPE_CHECKING:
     from adapters import ServerSource
-    from skills import LoadProblem
 
 __all__ = ["CATALOGUE_TOOLS", "DEFAULT_THRESHOLD", "CatalogueMode", "CatalogueSource"]
 
@@ -151,7 +149,7 @@ def find(skills: list[Skill], query: str, limit: int) -> list[Skill]:
     return [row[2] for row in scored[:limit]]
 
 
-class CatalogueSource:
+class CatalogueSource(OwnTools):
     """The Catalog provider of the catalogue tools: published while catalogue mode is on.
 
     Registered after every source of skills and before the meta tools, so in catalogue mode
@@ -169,11 +167,13 @@ class CatalogueSource:
         self.active = False
         """Whether catalogue mode is on now (tools/list shows the server's own tools only)."""
         find_tool, read_tool, call_tool = _TOOLS
-        self._skills: list[Skill] = [
-            MetaSkill(find_tool, self._find_skills),
-            MetaSkill(read_tool, self._read_skill),
-            MetaSkill(call_tool, self._not_relayed, relay=self._call_skill),
-        ]
+        super().__init__(
+            [
+                MetaSkill(find_tool, self._find_skills),
+                MetaSkill(read_tool, self._read_skill),
+                MetaSkill(call_tool, self._not_relayed, relay=self._call_skill),
+            ]
+        )
 
     def follow(self, skills: int) -> bool:
         """Switch the mode for a Catalog of `skills` skills; True when it switched (the Catalog
@@ -183,16 +183,7 @@ class CatalogueSource:
         return switched
 
     def skills(self) -> list[Skill]:
-        return list(self._skills) if self.active else []
-
-    def problems(self) -> list[LoadProblem]:
-        return []
-
-    def refresh(self) -> bool:
-        return False
-
-    def watch_paths(self) -> list[Path]:
-        return []
+        return super().skills() if self.active else []
 
     async def _find_skills(self, arguments: dict[str, Any], ctx: SkillContext) -> CallToolResult:
         skills = list(self._catalog)

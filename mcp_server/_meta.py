@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pipelines.service import PipelineService
     from skills import LoadProblem, Skill, SkillContext
 
-__all__ = ["CallOutcome", "Caller", "MetaSkill", "MetaSource", "MetaTool", "Relay", "structured"]
+__all__ = ["CallOutcome", "Caller", "MetaSkill", "MetaSource", "MetaTool", "OwnTools", "Relay", "structured"]
 
 CallOutcome = CallToolResult | InputRequiredResult | dict[str, Any]
 """What a `tools/call` answers: its result, an input round, or a task (the tasks extension's dict)."""
@@ -94,16 +94,14 @@ class MetaSkill:
         return await self._run(arguments, ctx)
 
 
-class MetaSource:
-    """The Catalog provider of the meta tools: fixed while the server runs, so never refreshed.
+class OwnTools:
+    """A Catalog provider of tools of the server itself: a fixed list of skills, nothing to load,
+    refresh or watch (`MetaSource`, and `_catalogue.CatalogueSource`)."""
 
-    Registered last (after skill folders, pipelines and upstream servers), so the meta tools
-    close tools/list, and under names no other source may take."""
+    label = "the server's own tools"
 
-    label = "meta tools"
-
-    def __init__(self, tools: Mapping[str, MetaTool], service: PipelineService) -> None:
-        self._skills: list[Skill] = [_meta_skill(meta, service) for meta in tools.values()]
+    def __init__(self, skills: list[Skill]) -> None:
+        self._skills = skills
 
     def skills(self) -> list[Skill]:
         return list(self._skills)
@@ -116,6 +114,18 @@ class MetaSource:
 
     def watch_paths(self) -> list[Path]:
         return []
+
+
+class MetaSource(OwnTools):
+    """The Catalog provider of the meta tools: fixed while the server runs, so never refreshed.
+
+    Registered last (after skill folders, pipelines and upstream servers), so the meta tools
+    close tools/list, and under names no other source may take."""
+
+    label = "meta tools"
+
+    def __init__(self, tools: Mapping[str, MetaTool], service: PipelineService) -> None:
+        super().__init__([_meta_skill(meta, service) for meta in tools.values()])
 
 
 def _meta_skill(meta: MetaTool, service: PipelineService) -> MetaSkill:

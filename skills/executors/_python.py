@@ -307,17 +307,7 @@ def _plain(value: object, depth: int = 0) -> bool:
         entries = cast("dict[object, object]", value)
         if _KEYS.issuperset(map(type, entries)) and _SCALARS.issuperset(map(type, entries.values())):
             return True
-        for key, item in entries.items():
-            if not isinstance(key, str):
-                return False
-            kind = type(item)
-            if kind in _SCALARS or (
-                kind is list and depth < 8 and _SCALARS.issuperset(map(type, cast("list[object]", item)))
-            ):
-                continue  # a list of scalars (the allowed roots): no call for it
-            if not _plain(item, depth + 1):
-                return False
-        return True
+        return all(isinstance(key, str) and _plain(item, depth + 1) for key, item in entries.items())
     if len(_OPAQUE) < 256:  # decided by its type alone: neither a container nor a scalar
         _OPAQUE.add(kind)
     return False
